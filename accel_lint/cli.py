@@ -1,0 +1,101 @@
+"""``accel-lint``: arguments -> config -> engine -> reporter. Exit 0 clean, 1 findings, 2 error."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .config import Config, ConfigError, find_pyproject, load_config
+from .discovery import discover
+from .engine import lint_paths
+from .report import json_report, text_report
+from .rules import all_rules, rule_by_code
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for value in values:
+        out.extend(v.strip().upper() for v in value.split(",") if v.strip())
+    return tuple(out)
+
+
+def _check_codes(codes: tuple[str, ...], flag: str) -> None:
+    known = [r.code for r in all_rules()]
+    for code in codes:
+        if not code.startswith("AL") or not any(k.startswith(code) for k in known):
+            raise click.UsageError(f"{flag}: unknown rule code or prefix {code!r} (see --list-rules)")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (e.g. AL3,AL101); replaces the configured set.")
+@click.option("--extend-select", multiple=True, help="Codes or prefixes to enable in addition.")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
+@click.option("--exclude", multiple=True, help="Globs to exclude; replaces the defaults.")
+@click.option("--extend-exclude", multiple=True, help="Globs to exclude in addition to the defaults.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="pyproject.toml to read instead of the nearest one.")
+@click.option("--list-rules", is_flag=True, help="List every rule and exit.")
+@click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
+@click.version_option(__version__, prog_name="accel-lint")
+def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, exit_zero, quiet,
+         statistics, config_path, list_rules, explain) -> None:
+    """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
+    if list_rules:
+        for rule in all_rules():
+            click.echo(f"{rule.code}  {rule.name:<26} {rule.severity:<8} {rule.summary}")
+        return
+    if explain:
+        rule = rule_by_code(explain)
+        if rule is None:
+            raise click.UsageError(f"--explain: unknown rule {explain!r} (see --list-rules)")
+        click.echo(f"# {rule.code} {rule.name} ({rule.severity})\n")
+        click.echo(rule.docs())
+        return
+    try:
+        pyproject = Path(config_path) if config_path else find_pyproject(Path.cwd())
+        config = load_config(pyproject)
+    except (ConfigError, OSError) as exc:
+        click.echo(f"accel-lint: error: {exc}", err=True)
+        sys.exit(2)
+    config = _apply_flags(config, select, extend_select, ignore, exclude, extend_exclude)
+    files, missing = discover(list(paths) or ["."], config)
+    for message in missing:
+        click.echo(f"accel-lint: error: {message}", err=True)
+    result = lint_paths(files, config)
+    for error in result.errors:
+        click.echo(f"accel-lint: error: {error.path}: {error.message}", err=True)
+    if output_format == "json":
+        click.echo(json_report(result.diagnostics))
+    else:
+        out = text_report(result.diagnostics, quiet, statistics)
+        if out:
+            click.echo(out)
+    if missing or result.errors:
+        sys.exit(2)
+    failing = [d for d in result.diagnostics if d.severity in ("error", "warning")]
+    sys.exit(1 if failing and not exit_zero else 0)
+
+
+def _apply_flags(config: Config, select, extend_select, ignore, exclude, extend_exclude) -> Config:
+    sel, ext, ign = _split(select), _split(extend_select), _split(ignore)
+    for codes, flag in ((sel, "--select"), (ext, "--extend-select"), (ign, "--ignore")):
+        _check_codes(codes, flag)
+    if sel:
+        config = replace(config, select=sel)
+    if ext:
+        config = replace(config, select=config.select + ext)
+    if ign:
+        config = replace(config, ignore=config.ignore + ign)
+    if exclude:
+        config = replace(config, exclude=tuple(exclude))
+    if extend_exclude:
+        config = replace(config, exclude=config.exclude + tuple(extend_exclude))
+    return config

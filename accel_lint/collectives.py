@@ -1,0 +1,96 @@
+"""The one table of collectives, shared by the linter and by ``runtime_checks``.
+
+Facts come from ``shared/accelerate-facts.md`` §1 and ``shared/rules.md`` §2.6
+(accelerate 1.15.0, torch 2.13). This module is pure data: importing it must not
+import torch or accelerate, because the linter runs without them.
+
+Op kinds normalise calls so that per-rank sequences can be compared: two ranks
+that call ``accelerator.gather`` and ``accelerate.utils.gather`` agree.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+BARRIER: Final = "BARRIER"
+ALLGATHER: Final = "ALLGATHER"
+ALLGATHER_OBJ: Final = "ALLGATHER_OBJ"
+ALLREDUCE: Final = "ALLREDUCE"
+BROADCAST: Final = "BROADCAST"
+BROADCAST_OBJ: Final = "BROADCAST_OBJ"
+CKPT: Final = "CKPT"  # backend-dependent checkpoint collectives (class B)
+BACKWARD: Final = "BACKWARD"  # gradient all-reduce under DDP (class C)
+DL_ITER: Final = "DL_ITER"  # RNG broadcast when a shuffled prepared loader starts (class C)
+END: Final = "END"  # destroys the process group (class D)
+
+#: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
+#: in every multi-process type (class A) or backend-dependent (class B), with their op kind.
+ACCELERATOR_METHOD_OPS: Final[dict[str, str]] = {
+    "wait_for_everyone": BARRIER,
+    "gather": ALLGATHER,
+    "gather_for_metrics": ALLGATHER,  # ALLGATHER_OBJ with use_gather_object=True
+    "pad_across_processes": ALLGATHER,
+    "gather_object": ALLGATHER_OBJ,
+    "reduce": ALLREDUCE,
+    "check_trigger": ALLREDUCE,
+    "broadcast": BROADCAST,
+    "broadcast_object_list": BROADCAST_OBJ,
+    "save_state": CKPT,
+    "load_state": CKPT,
+    "save_model": CKPT,
+    "get_state_dict": CKPT,
+    "backward": BACKWARD,
+    "end_training": END,
+}
+
+#: Free functions of ``accelerate.utils`` (and ``accelerate.utils.operations``) working on the same state.
+ACCELERATE_FUNCTION_OPS: Final[dict[str, str]] = {
+    "wait_for_everyone": BARRIER,
+    "gather": ALLGATHER,
+    "pad_across_processes": ALLGATHER,
+    "gather_object": ALLGATHER_OBJ,
+    "reduce": ALLREDUCE,
+    "broadcast": BROADCAST,
+    "broadcast_object_list": BROADCAST_OBJ,
+}
+ACCELERATE_FUNCTION_MODULES: Final = ("accelerate.utils", "accelerate.utils.operations", "accelerate.utils.other")
+
+#: ``torch.distributed`` primitives that are collectives (point-to-point send/recv are not counted).
+TORCH_DISTRIBUTED_OPS: Final[dict[str, str]] = {
+    "barrier": BARRIER,
+    "monitored_barrier": BARRIER,
+    "all_reduce": ALLREDUCE,
+    "all_reduce_coalesced": ALLREDUCE,
+    "all_gather": ALLGATHER,
+    "all_gather_into_tensor": ALLGATHER,
+    "all_gather_coalesced": ALLGATHER,
+    "all_gather_object": ALLGATHER_OBJ,
+    "reduce": "REDUCE",
+    "reduce_scatter": "REDUCE_SCATTER",
+    "reduce_scatter_tensor": "REDUCE_SCATTER",
+    "broadcast": BROADCAST,
+    "broadcast_object_list": BROADCAST_OBJ,
+    "gather": "GATHER",
+    "gather_object": "GATHER",
+    "scatter": "SCATTER",
+    "scatter_object_list": "SCATTER",
+    "all_to_all": "ALLTOALL",
+    "all_to_all_single": "ALLTOALL",
+    "new_group": "NEW_GROUP",
+    "destroy_process_group": END,
+}
+
+#: Context managers of an Accelerator that synchronise: one barrier per rank, balanced.
+ACCELERATOR_SYNC_CONTEXTS: Final = frozenset({"main_process_first", "local_main_process_first", "profile"})
+
+#: Accelerator APIs that are gated inside Accelerate and safe to call on every rank (facts §2),
+#: and other methods that are not collectives.
+NOT_COLLECTIVE_METHODS: Final = frozenset({
+    "print", "save", "log", "init_trackers", "get_tracker", "unwrap_model", "set_trigger",
+    "skip_first_batches", "accumulate", "no_sync", "free_memory", "split_between_processes",
+})
+
+#: Decorators of an Accelerator / PartialState whose function body runs on some ranks only.
+RANK_GATING_DECORATORS: Final = frozenset({
+    "on_main_process", "on_local_main_process", "on_last_process", "on_process", "on_local_process",
+})

@@ -1,0 +1,110 @@
+"""``[tool.accel-lint]`` in the nearest ``pyproject.toml``, merged with CLI flags into one frozen Config."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DEFAULT_EXCLUDES = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist", "__pycache__", ".tox", ".nox",
+    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".accel_lint_cache", "*.egg-info", "site-packages",
+)
+KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "accelerator-names"}
+
+
+class ConfigError(Exception):
+    """A configuration file or flag the linter cannot use (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    select: tuple[str, ...] = ("AL",)
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDES
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    accelerator_names: tuple[str, ...] = ("accelerator",)
+    root: Path = field(default_factory=Path.cwd)
+
+    def is_enabled(self, code: str, path: str | None = None) -> bool:
+        """ruff's precedence: the longest matching prefix of select vs ignore wins; ties ignore."""
+        ignores = list(self.ignore)
+        if path is not None:
+            rel = _relative(path, self.root)
+            for pattern, codes in self.per_file_ignores:
+                if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(Path(rel).name, pattern):
+                    ignores.extend(codes)
+        sel = max((len(p) for p in self.select if code.startswith(p)), default=-1)
+        ign = max((len(p) for p in ignores if code.startswith(p)), default=-1)
+        return sel > ign
+
+    def is_excluded(self, path: Path) -> bool:
+        rel = _relative(str(path), self.root)
+        for pattern in self.exclude:
+            if fnmatch.fnmatch(path.name, pattern) or fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern.rstrip("/") + "/*"):
+                return True
+        return False
+
+
+def _relative(path: str, root: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.accel-lint]`` table."""
+    start = start.resolve()
+    for folder in [start, *start.parents]:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{candidate}: cannot read: {exc}") from exc
+            if "accel-lint" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def _codes(value, key: str, source: Path) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{source}: [tool.accel-lint] {key} must be a list of strings")
+    return tuple(v.strip().upper() for v in value)
+
+
+def load_config(pyproject: Path | None) -> Config:
+    """Config from a pyproject file (or the defaults when there is none)."""
+    if pyproject is None:
+        return Config()
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("accel-lint", {})
+    unknown = set(data) - KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"{pyproject}: unknown [tool.accel-lint] keys: {', '.join(sorted(unknown))}")
+    cfg = Config(root=pyproject.parent)
+    if "select" in data:
+        cfg = replace(cfg, select=_codes(data["select"], "select", pyproject))
+    if "extend-select" in data:
+        cfg = replace(cfg, select=cfg.select + _codes(data["extend-select"], "extend-select", pyproject))
+    if "ignore" in data:
+        cfg = replace(cfg, ignore=_codes(data["ignore"], "ignore", pyproject))
+    if "exclude" in data:
+        cfg = replace(cfg, exclude=tuple(data["exclude"]))
+    if "extend-exclude" in data:
+        cfg = replace(cfg, exclude=cfg.exclude + tuple(data["extend-exclude"]))
+    if "per-file-ignores" in data:
+        table = data["per-file-ignores"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{pyproject}: [tool.accel-lint] per-file-ignores must be a table of glob = [codes]")
+        cfg = replace(cfg, per_file_ignores=tuple((k, _codes(v, "per-file-ignores", pyproject)) for k, v in table.items()))
+    if "accelerator-names" in data:
+        cfg = replace(cfg, accelerator_names=tuple(data["accelerator-names"]))
+    return cfg

@@ -1,0 +1,128 @@
+"""File -> parse once -> semantic model -> every enabled rule -> diagnostics.
+
+The linted code is never imported or run. A file that does not parse gives one AL001
+diagnostic; a file that cannot be read or decoded gives a FileError; an exception in
+one rule is an internal error for that file and rule, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from .config import Config
+from .diagnostics import Diagnostic, FileError
+from .model import FileModel
+from .rules import Rule, all_rules
+from .suppressions import is_suppressed
+
+# A file that mentions none of these cannot hold a finding: every rule needs an
+# accelerator (any spelling contains "ccelerat") or torch.distributed.
+PREFILTER_TOKENS = (b"ccelerat", b"PartialState", b"distributed")
+
+
+@dataclass
+class LintResult:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    files_checked: int = 0
+
+
+def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None) -> LintResult:
+    """Lint one file's contents. ``rules`` defaults to every enabled rule."""
+    result = LintResult(files_checked=1)
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    if b"\x00" in data:
+        result.errors.append(FileError(path, "binary file (contains NUL bytes); skipped"))
+        return result
+    if not any(token in data for token in PREFILTER_TOKENS):
+        return result
+    enabled = [r for r in (rules if rules is not None else all_rules()) if config.is_enabled(r.code, path)]
+    try:
+        module = cst.parse_module(data)
+    except cst.ParserSyntaxError as exc:
+        if config.is_enabled("AL001", path):
+            line, col, message = _syntax_error_position(data, exc)
+            result.diagnostics.append(
+                Diagnostic(path, line, col, line, col, "AL001", "syntax-error", "error",
+                           f"syntax error: {message}; the file was not checked")
+            )
+        return result
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        result.errors.append(FileError(path, f"cannot decode: {exc} (not UTF-8 and no valid coding cookie); skipped"))
+        return result
+    except RecursionError:
+        result.errors.append(FileError(path, "too deeply nested to parse; skipped", internal=True))
+        return result
+    try:
+        model = FileModel(module, config.accelerator_names)
+    except Exception as exc:  # an analysis bug must not stop the run
+        result.errors.append(FileError(path, _internal("building the model", exc), internal=True))
+        return result
+    lines = module.code.splitlines()
+    for rule_cls in enabled:
+        if rule_cls.code == "AL001":
+            continue
+        rule = rule_cls()
+        try:
+            if not rule.applies_to(model):
+                continue
+            for finding in rule.check(model):
+                line, col, end_line, end_col = model.position_of(finding.node)
+                if is_suppressed(lines, line, rule.code, rule.name):
+                    continue
+                result.diagnostics.append(
+                    Diagnostic(path, line, col, end_line, end_col, rule.code, rule.name,
+                               finding.severity or rule.severity, finding.message)
+                )
+        except Exception as exc:
+            result.errors.append(FileError(path, _internal(rule.code, exc), internal=True))
+    result.diagnostics = sorted(set(result.diagnostics))
+    return result
+
+
+def lint_file(path: Path, config: Config) -> LintResult:
+    display = path.as_posix()
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        return LintResult(errors=[FileError(display, "is a directory, not a file; skipped")], files_checked=1)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        return LintResult(errors=[FileError(display, f"cannot read: {reason}; skipped")], files_checked=1)
+    return lint_source(data, display, config)
+
+
+def lint_paths(files: list[Path], config: Config) -> LintResult:
+    total = LintResult()
+    for path in files:
+        one = lint_file(path, config)
+        total.diagnostics.extend(one.diagnostics)
+        total.errors.extend(one.errors)
+        total.files_checked += one.files_checked
+    total.diagnostics.sort()
+    return total
+
+
+def _syntax_error_position(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
+    """CPython's position and wording when it agrees the file is invalid (libcst's
+    position can point past the real error); libcst's otherwise."""
+    try:
+        ast.parse(data)
+    except SyntaxError as err:
+        if err.lineno:
+            return err.lineno, max(err.offset or 1, 1), err.msg
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+    return exc.editor_line, exc.editor_column, message
+
+
+def _internal(where: str, exc: BaseException) -> str:
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    return f"internal error in {where}: {type(exc).__name__}: {exc}{at} (please report this)"

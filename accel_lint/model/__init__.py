@@ -1,0 +1,195 @@
+"""The semantic model of an Accelerate program, built once per file.
+
+Every rule is a query on :class:`FileModel`; no rule walks the tree to re-derive any
+of it. The model answers:
+
+* **accelerators** -- which expressions hold an ``Accelerator``/``PartialState``/
+  ``AcceleratorState`` (constructors under any import form, aliases, ``self.<attr>``
+  set in any method, parameters named or annotated as accelerators, same-file factories);
+* **prepared objects** -- flow-sensitively, which names hold the result of
+  ``prepare``/``prepare_*`` and of what kind (model, optimizer, loader, scheduler);
+  rebinding after ``prepare`` makes a name raw again, and preparing under a new name
+  leaves the old one raw (:mod:`.objects`);
+* **rank regions** -- which conditions are rank-dependent and which calls run under a
+  rank guard (``if``/``else``, early exits, ``@accelerator.on_main_process``, functions
+  only called under guards) (:mod:`.ranks`, :mod:`.ops`);
+* **collectives** -- which calls are collectives (one table: :mod:`accel_lint.collectives`)
+  and which op kinds each rank class executes, compared structurally so that balanced
+  branches pass (:mod:`.ops`);
+* **call graph** -- same-file helpers are inlined into their callers' op sequences, with
+  the chain of helpers kept for messages; summaries tell what a function returns and
+  what its callers pass for each parameter;
+* **writes** -- which calls write or delete files (:mod:`.writes`).
+
+When the model cannot decide, it answers "unknown", and rules report nothing.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from .index import FileIndex, FunctionInfo, ScopeNode
+from .names import dotted_name
+from .objects import DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
+from .ops import Divergence, Guard, OpAnalysis, Op
+from .ranks import RankEvaluator
+from .writes import Write, classify_write
+
+__all__ = ["FileModel", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
+
+
+class FileModel:
+    """Everything the rules may ask about one parsed file."""
+
+    def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES) -> None:
+        self.module = module
+        self.index = FileIndex(module)
+        self.objects = ObjectTracker(self.index, accelerator_names)
+        self.ranks = RankEvaluator(self.index, self.objects)
+        self._positions = None
+
+    # -- file-level gates ---------------------------------------------------------------
+    @cached_property
+    def is_accelerate_file(self) -> bool:
+        """The file constructs or receives an accelerator-like object."""
+        return bool(self.objects.acc_constructors) or any(v.is_acc for v in self.objects.values.values())
+
+    @cached_property
+    def uses_torch_distributed(self) -> bool:
+        return self.index.imports.imports_module("torch.distributed")
+
+    # -- values ---------------------------------------------------------------------------
+    def value_at(self, expr: cst.CSTNode) -> Value | None:
+        """What ``expr`` (a name or attribute read) holds at its program point."""
+        return self.objects.values.get(expr)
+
+    def is_accelerator(self, expr: cst.BaseExpression) -> bool:
+        v = self.value_at(expr)
+        if v is not None and v.is_acc:
+            return True
+        return isinstance(expr, cst.Call) and self.objects.is_acc_constructor(expr)
+
+    def prepared_kind(self, expr: cst.BaseExpression) -> str | None:
+        """The kind of object ``expr`` holds when it is prepared on every path, else ``None``."""
+        v = self.value_at(expr)
+        if v is not None and v.prepared == YES:
+            return v.kind
+        return None
+
+    def was_prepared(self, origin: cst.CSTNode) -> bool:
+        """Whether the object created at ``origin`` was passed to ``prepare`` anywhere in the file."""
+        return origin in self.objects.prepared_origins
+
+    def accelerator_name_in(self, scope: ScopeNode) -> str:
+        """The name to write in messages and fixes: the accelerator used in ``scope``."""
+        names = []
+        for node, v in self.objects.values.items():
+            if v.is_acc and self.index.scope_of(node) is scope:
+                name = dotted_name(node)
+                if name and not name.endswith(".state"):
+                    names.append(name)
+        if not names:
+            for node, v in self.objects.values.items():
+                if v.is_acc:
+                    name = dotted_name(node)
+                    if name and not name.endswith(".state"):
+                        names.append(name)
+        if not names:
+            return "accelerator"
+        return max(set(names), key=names.count)
+
+    # -- ranks and collectives ----------------------------------------------------------------
+    @cached_property
+    def ops(self) -> OpAnalysis:
+        return OpAnalysis(self.index, self.objects, self.ranks)
+
+    @property
+    def divergences(self) -> list[Divergence]:
+        """Ops that some rank classes execute and others do not (per function, with guards)."""
+        return self.ops.divergences
+
+    def rank_guard_of(self, node: cst.CSTNode) -> Guard | None:
+        """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""
+        return self.ops.guard_of(node)
+
+    def op_kind(self, call: cst.Call) -> str | None:
+        return self.ops.op_kind(call)
+
+    def runs_on_every_rank(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
+        """Whether code in ``scope`` (outside local guards) runs on every rank of an Accelerate
+        program: module code; functions that use an accelerator and are not gated; helpers
+        called without a guard from such code."""
+        if isinstance(scope, cst.Module):
+            return True
+        if scope in _seen:
+            return False
+        if self.ops.function_guard(scope) is not None:
+            return False
+        sites = self.ops.call_sites(scope)
+        if sites:
+            return any(
+                self.rank_guard_of(site) is None and self.runs_on_every_rank(self.index.scope_of(site), _seen | {scope})
+                for site in sites
+            )
+        return any(v.is_acc for n, v in self.objects.values.items() if self.index.scope_of(n) is scope)
+
+    # -- I/O ----------------------------------------------------------------------------------
+    @cached_property
+    def writes(self) -> list[Write]:
+        out = []
+        for call in self.index.calls:
+            w = classify_write(call, self.index.imports)
+            if w is not None:
+                out.append(w)
+        return out
+
+    # -- positions (resolved only for files that report something) --------------------------
+    def position_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """1-based line and column of ``node``'s start, and its end line and column."""
+        if self._positions is None:
+            wrapper = cst.metadata.MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = wrapper.resolve(cst.metadata.PositionProvider)
+        rng = self._positions[node]
+        return rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.position_of(node)[0]
+
+    # -- helpers for rules ----------------------------------------------------------------------
+    def calls_in(self, node: cst.CSTNode) -> list[cst.Call]:
+        """Calls lexically inside ``node``, outside nested functions and classes."""
+        out = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n is not node and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(n, cst.Call):
+                out.append(n)
+            stack.extend(n.children)
+        return out
+
+    def performs(self, call: cst.Call, kind: str) -> bool:
+        """Whether ``call`` is an op of ``kind``, directly or through same-file helpers."""
+        if self.op_kind(call) == kind:
+            return True
+        target = self.index.resolve_call(call)
+        if target is None:
+            return False
+        return kind in self.ops.kinds_performed(target)
+
+    def scope_of(self, node: cst.CSTNode) -> ScopeNode:
+        return self.index.scope_of(node)
+
+    def function_info(self, fn: cst.FunctionDef) -> FunctionInfo:
+        return self.index.functions[fn]
+
+    def code(self, node: cst.CSTNode) -> str:
+        """Source text of a node, on one line."""
+        text = self.module.code_for_node(node).strip()
+        return " ".join(text.split())
+
+    def ancestors(self, node: cst.CSTNode):
+        return self.index.ancestors(node)

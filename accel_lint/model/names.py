@@ -1,0 +1,93 @@
+"""Dotted names of expressions and what imported names resolve to.
+
+The model resolves imports itself instead of asking libcst's ``QualifiedNameProvider``:
+that provider costs several times the parse on large trees, and the model needs only
+"which module does this dotted head come from".
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a chain of ``Name``/``Attribute`` nodes, else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def call_name(call: cst.Call) -> str | None:
+    """Dotted name of the called function, e.g. ``accelerator.prepare``."""
+    return dotted_name(call.func)
+
+
+def last_attr(node: cst.BaseExpression) -> str | None:
+    """The final component of an attribute or name: ``c`` for ``a.b.c``."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return None
+
+
+def module_name_of(node: cst.BaseExpression) -> str:
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+class ImportMap:
+    """Local names bound by ``import``/``from ... import`` anywhere in the file.
+
+    Flow-insensitive on purpose: scripts import inside ``main()`` or under
+    ``if is_available():`` and the binding still means the same module.
+    """
+
+    def __init__(self) -> None:
+        self._aliases: dict[str, str] = {}
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = module_name_of(alias.name)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self._aliases[alias.asname.name.value] = full
+                else:
+                    head = full.split(".")[0]
+                    self._aliases.setdefault(head, head)
+            return
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = module_name_of(node.module)
+        for alias in node.names:
+            name = module_name_of(alias.name)
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self._aliases[local] = f"{module}.{name}"
+
+    def qualify(self, dotted: str | None) -> str | None:
+        """The fully qualified name of a dotted local name, when its head was imported."""
+        if not dotted:
+            return None
+        head, _, rest = dotted.partition(".")
+        target = self._aliases.get(head)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+    def qualify_expr(self, node: cst.BaseExpression) -> str | None:
+        return self.qualify(dotted_name(node))
+
+    def imports_module(self, prefix: str) -> bool:
+        return any(t == prefix or t.startswith(prefix + ".") for t in self._aliases.values())

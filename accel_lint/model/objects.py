@@ -1,0 +1,527 @@
+"""Flow-sensitive tracking of accelerators and prepared objects.
+
+Walks each scope's statements in order with an environment ``dotted name -> Value``
+and records, for every name or attribute read, the value it holds at that point.
+Branches merge (prepared on some paths only becomes ``maybe``), loops are walked
+twice, and ``self.<attr>`` bindings are shared across the methods of a class.
+
+Same-file functions get summaries computed to a fixpoint: what they return
+(an accelerator, a prepared object), and what their callers pass for each parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+import libcst as cst
+
+from .index import FileIndex, ScopeNode
+from .names import dotted_name, last_attr
+
+YES, MAYBE, NO = "yes", "maybe", "no"
+
+ACC_CONSTRUCTORS = frozenset({"Accelerator", "PartialState", "AcceleratorState"})
+PREPARE_METHODS = {
+    "prepare": None,
+    "prepare_model": "model",
+    "prepare_data_loader": "loader",
+    "prepare_optimizer": "optimizer",
+    "prepare_scheduler": "scheduler",
+}
+DEFAULT_ACCELERATOR_NAMES = ("accelerator",)
+
+_LOADER_NAME = re.compile(r"(loader|(^|_)dl($|_)|dataloader)", re.I)
+_OPTIM_NAME = re.compile(r"((^|_)optim|^opt$|_opt$)", re.I)
+_SCHED_NAME = re.compile(r"sched", re.I)
+_MODEL_NAME = re.compile(r"(model|^unet$|^net$|^transformer$|^text_encoder|^controlnet$|^vae$)", re.I)
+
+
+@dataclass(frozen=True)
+class Value:
+    """What the model knows about the object a name holds at one program point."""
+
+    kind: str | None = None  # "model" | "optimizer" | "loader" | "scheduler" | "unknown"
+    prepared: str = NO  # YES | MAYBE | NO
+    is_acc: bool = False
+    origin: cst.CSTNode | None = None  # the expression that created the object
+    unwrapped: bool = False  # result of accelerator.unwrap_model(...)
+    not_wrapped: bool = False  # prepared with evaluation_mode=True, or frozen before prepare
+    frozen: bool = False
+    prepared_at: cst.CSTNode | None = None  # the prepare call
+
+
+def merge(a: Value | None, b: Value | None) -> Value | None:
+    if a is None or b is None:
+        v = a or b
+        if v is not None and v.prepared == YES:
+            return replace(v, prepared=MAYBE)
+        return v
+    if a == b:
+        return a
+    prepared = a.prepared if a.prepared == b.prepared else MAYBE
+    return Value(
+        kind=a.kind if a.kind == b.kind else (a.kind or b.kind),
+        prepared=prepared,
+        is_acc=a.is_acc and b.is_acc,
+        origin=a.origin if a.origin is b.origin else None,
+        unwrapped=a.unwrapped and b.unwrapped,
+        not_wrapped=a.not_wrapped and b.not_wrapped,
+        frozen=a.frozen and b.frozen,
+        prepared_at=a.prepared_at or b.prepared_at,
+    )
+
+
+Env = dict[str, Value]
+
+
+def _merge_envs(a: Env | None, b: Env | None) -> Env | None:
+    if a is None:
+        return None if b is None else dict(b)
+    if b is None:
+        return dict(a)
+    out: Env = {}
+    for key in a.keys() | b.keys():
+        v = merge(a.get(key), b.get(key))
+        if v is not None:
+            out[key] = v
+    return out
+
+
+@dataclass
+class FunctionSummary:
+    """What a same-file function does with accelerators and prepared objects."""
+
+    returns: Value | None = None
+    return_exprs: list[cst.BaseExpression] = field(default_factory=list)
+    params: dict[str, Value] = field(default_factory=dict)
+    prepares_params: set[str] = field(default_factory=set)
+
+
+def iter_loads(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+    """Every ``Name``/``Attribute`` read inside ``node``, without entering nested scopes."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(n, (cst.Name, cst.Attribute)):
+            yield n
+        stack.extend(reversed(n.children))
+
+
+def _kind_from_name(name: str | None) -> str | None:
+    if not name:
+        return None
+    short = name.split(".")[-1]
+    if _LOADER_NAME.search(short):
+        return "loader"
+    if _SCHED_NAME.search(short):
+        return "scheduler"
+    if _OPTIM_NAME.search(short) or short.lower().endswith("optimizer"):
+        return "optimizer"
+    if _MODEL_NAME.search(short):
+        return "model"
+    return None
+
+
+class ObjectTracker:
+    """Runs the flow walk over every scope of a file and answers value queries."""
+
+    def __init__(self, index: FileIndex, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES) -> None:
+        self.index = index
+        self.accelerator_names = accelerator_names
+        self.values: dict[cst.CSTNode, Value] = {}
+        self.summaries: dict[cst.FunctionDef, FunctionSummary] = {f: FunctionSummary() for f in index.functions}
+        self.final_envs: dict[ScopeNode, Env] = {}
+        self.class_attrs: dict[str, Env] = {}
+        self.prepare_calls: list[cst.Call] = []
+        self.prepared_origins: set[cst.CSTNode] = set()  # creation expressions that reached prepare()
+        self.acc_constructors: list[cst.Call] = []
+        self._pending_params: dict[cst.FunctionDef, dict[str, list[Value]]] = {}
+        self._pending_class: dict[str, Env] = {}
+        self._scope: ScopeNode = index.module
+        self._run()
+
+    # -- driver ------------------------------------------------------------------
+    def _run(self) -> None:
+        scopes: list[ScopeNode] = [self.index.module, *self.index.functions]
+        for _ in range(4):
+            before = self._snapshot()
+            self._walk_all(scopes)
+            if self._snapshot() == before:
+                break
+        # the last walk's recordings are the answer; make sure they used the final summaries
+        self._walk_all(scopes)
+
+    def _snapshot(self):
+        return (
+            tuple((f, s.returns, tuple(sorted(s.params.items(), key=lambda kv: kv[0]))) for f, s in self.summaries.items()),
+            tuple(sorted((c, tuple(sorted(e.items(), key=lambda kv: kv[0]))) for c, e in self.class_attrs.items())),
+        )
+
+    def _walk_all(self, scopes: list[ScopeNode]) -> None:
+        self.values = {}
+        self.prepare_calls = []
+        self.acc_constructors = []
+        self.prepared_origins = set()
+        self._pending_params = {}
+        self._pending_class = {}
+        returns: dict[cst.FunctionDef, Value | None] = {}
+        return_exprs: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
+        self._returns = returns
+        self._return_exprs = return_exprs
+        for scope in scopes:
+            self._scope = scope
+            env = self._entry_env(scope)
+            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
+            if isinstance(scope, cst.FunctionDef) and not isinstance(scope.body, cst.IndentedBlock):
+                body = [scope.body]
+            end = self._block(body, env)
+            self.final_envs[scope] = end if end is not None else env
+        for f, summary in self.summaries.items():
+            summary.returns = returns.get(f)
+            summary.return_exprs = return_exprs.get(f, [])
+            pending = self._pending_params.get(f, {})
+            summary.params = {}
+            for name, vals in pending.items():
+                merged = vals[0]
+                for v in vals[1:]:
+                    merged = merge(merged, v)
+                if merged is not None and (merged.prepared != NO or merged.is_acc):
+                    summary.params[name] = merged
+        self.class_attrs = {c: dict(e) for c, e in self._pending_class.items()}
+
+    def _entry_env(self, scope: ScopeNode) -> Env:
+        env: Env = {}
+        if isinstance(scope, cst.FunctionDef):
+            summary = self.summaries[scope]
+            for param in self.index.functions[scope].params:
+                name = param.name.value
+                ann = dotted_name(param.annotation.annotation) if param.annotation else None
+                if name in self.accelerator_names or (ann and ann.split(".")[-1] in ACC_CONSTRUCTORS):
+                    env[name] = Value(is_acc=True, origin=param)
+                elif name in summary.params:
+                    env[name] = summary.params[name]
+        return env
+
+    # -- lookups -----------------------------------------------------------------
+    def lookup(self, key: str, env: Env, scope: ScopeNode) -> Value | None:
+        if key in env:
+            return env[key]
+        head = key.split(".")[0]
+        if head in ("self", "cls"):
+            cls = self.index.class_of(scope)
+            if cls is not None:
+                attrs = self.class_attrs.get(cls.name, {})
+                if key in attrs:
+                    return attrs[key]
+        if head in env:
+            return None  # a local shadows outer bindings
+        s = scope
+        while isinstance(s, cst.FunctionDef):
+            s = self.index.functions[s].parent_scope
+            outer = self.final_envs.get(s, {})
+            if key in outer:
+                return outer[key]
+        return None
+
+    def value_of(self, expr: cst.BaseExpression, env: Env) -> Value | None:
+        """Evaluate an expression to what the model knows of its object."""
+        key = dotted_name(expr)
+        if key is not None:
+            v = self.lookup(key, env, self._scope)
+            if v is None and last_attr(expr) in self.accelerator_names:
+                return Value(is_acc=True, origin=expr)
+            if v is None and isinstance(expr, cst.Attribute) and expr.attr.value == "state":
+                base = self.value_of(expr.value, env)
+                if base is not None and base.is_acc:
+                    return Value(is_acc=True, origin=expr)
+            return v
+        if isinstance(expr, cst.Call):
+            return self._call_value(expr, env)
+        if isinstance(expr, (cst.Subscript,)):
+            return None
+        return None
+
+    def is_acc_constructor(self, call: cst.Call) -> bool:
+        name = dotted_name(call.func)
+        if name is None or name.split(".")[-1] not in ACC_CONSTRUCTORS:
+            return False
+        qual = self.index.imports.qualify(name)
+        return qual is None or qual.startswith("accelerate")
+
+    def _call_value(self, call: cst.Call, env: Env) -> Value | None:
+        if self.is_acc_constructor(call):
+            return Value(is_acc=True, origin=call)
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            owner = self.value_of(func.value, env)
+            method = func.attr.value
+            if owner is not None and owner.is_acc:
+                if method in PREPARE_METHODS and len(call.args) == 1 and not call.args[0].star:
+                    return self._prepared(call, call.args[0].value, PREPARE_METHODS[method], env)
+                if method == "unwrap_model" and call.args:
+                    inner = self.value_of(call.args[0].value, env)
+                    return Value(kind="model", unwrapped=True, origin=call, frozen=bool(inner and inner.frozen))
+                if method == "skip_first_batches" and call.args:
+                    inner = self.value_of(call.args[0].value, env)
+                    if inner is not None and inner.prepared != NO:
+                        return replace(inner, origin=call)
+                if method == "state":
+                    return Value(is_acc=True, origin=call)
+                return None
+        target = self.index.resolve_call(call)
+        if target is not None:
+            returned = self.summaries[target].returns
+            if returned is not None and (returned.is_acc or returned.prepared != NO):
+                return returned
+        name = dotted_name(func) or ""
+        short = name.split(".")[-1]
+        if short == "DataLoader" or short.endswith("DataLoader"):
+            return Value(kind="loader", origin=call)
+        qual = self.index.imports.qualify(name) or name
+        if "lr_scheduler" in qual or short == "get_scheduler" or re.match(r"get_.*schedule", short):
+            return Value(kind="scheduler", origin=call)
+        if qual.startswith(("torch.optim.", "bitsandbytes.optim", "bnb.optim")) or short in ("AdamW", "Adam", "SGD", "Adafactor"):
+            return Value(kind="optimizer", origin=call)
+        if short == "from_pretrained" and re.search(r"(Model|ForCausalLM|For[A-Z]\w+|UNet|Transformer|Net)", name):
+            return Value(kind="model", origin=call)
+        cls = self.index.classes.get(short)
+        if cls is not None and any("Module" in b or b.endswith("Model") for b in cls.bases):
+            return Value(kind="model", origin=call)
+        return Value(origin=call)
+
+    def _prepared(self, call: cst.Call, arg: cst.BaseExpression, kind: str | None, env: Env) -> Value:
+        inner = self.value_of(arg, env)
+        if inner is not None and inner.origin is not None:
+            self.prepared_origins.add(inner.origin)
+        self.prepared_origins.add(arg)
+        if kind is None:
+            kind = (inner.kind if inner else None) or _kind_from_name(dotted_name(arg)) or "unknown"
+        not_wrapped = bool(inner and inner.frozen) or any(
+            a.keyword is not None and a.keyword.value == "evaluation_mode" and isinstance(a.value, cst.Name) and a.value.value == "True"
+            for a in call.args
+        )
+        if inner is not None and inner.prepared == YES:
+            return inner  # prepare() returns an already prepared object unchanged
+        return Value(kind=kind, prepared=YES, origin=inner.origin if inner else arg, not_wrapped=not_wrapped, prepared_at=call)
+
+    # -- statements ---------------------------------------------------------------
+    def _record(self, node: cst.CSTNode, env: Env) -> None:
+        for expr in iter_loads(node):
+            key = dotted_name(expr)
+            if key is None:
+                continue
+            v = self.lookup(key, env, self._scope)
+            if v is None and last_attr(expr) in self.accelerator_names:
+                v = Value(is_acc=True, origin=expr)
+            if v is not None:
+                self.values[expr] = v
+        for call in _iter_calls(node):
+            self._note_call(call, env)
+
+    def _note_call(self, call: cst.Call, env: Env) -> None:
+        if self.is_acc_constructor(call):
+            self.acc_constructors.append(call)
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            owner = self.value_of(func.value, env)
+            if owner is not None and owner.is_acc and method in PREPARE_METHODS:
+                self.prepare_calls.append(call)
+                for arg in call.args:
+                    inner = self.value_of(arg.value, env)
+                    if inner is not None and inner.origin is not None:
+                        self.prepared_origins.add(inner.origin)
+                    self.prepared_origins.add(arg.value)
+                    if isinstance(self._scope, cst.FunctionDef):
+                        pname = dotted_name(arg.value)
+                        if pname and pname in {p.name.value for p in self.index.functions[self._scope].params}:
+                            self.summaries[self._scope].prepares_params.add(pname)
+            if method == "requires_grad_" and call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False":
+                key = dotted_name(func.value)
+                if key and key in env:
+                    env[key] = replace(env[key], frozen=True)
+        target = self.index.resolve_call(call)
+        if target is not None:
+            params = self.index.functions[target].params
+            names = [p.name.value for p in params]
+            if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
+                names = names[1:]
+            pending = self._pending_params.setdefault(target, {})
+            for i, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                pname = arg.keyword.value if arg.keyword is not None else (names[i] if i < len(names) else None)
+                if pname is None:
+                    continue
+                v = self.value_of(arg.value, env)
+                pending.setdefault(pname, []).append(v if v is not None else Value(origin=arg.value))
+                if pname in self.summaries[target].prepares_params:
+                    inner = self.value_of(arg.value, env)
+                    if inner is not None and inner.origin is not None:
+                        self.prepared_origins.add(inner.origin)
+                    self.prepared_origins.add(arg.value)
+
+    def _bind(self, target: cst.BaseExpression, value: Value | None, env: Env) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._bind(el.value, None, env)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._bind(target.value, None, env)
+            return
+        key = dotted_name(target)
+        if key is None:
+            return
+        for k in [k for k in env if k.startswith(key + ".")]:
+            del env[k]
+        if value is None:
+            value = Value(kind=_kind_from_name(key))
+        elif value.kind is None and not value.is_acc:
+            value = replace(value, kind=_kind_from_name(key))
+        env[key] = value
+        if key.startswith("self.") and isinstance(self._scope, cst.FunctionDef):
+            cls = self.index.class_of(self._scope)
+            if cls is not None:
+                attrs = self._pending_class.setdefault(cls.name, {})
+                old = attrs.get(key)
+                # prepared in any method makes the attribute prepared in every method
+                if old is None or value.prepared == YES or value.is_acc:
+                    attrs[key] = value
+
+    def _assign(self, targets: list[cst.BaseExpression], value_expr: cst.BaseExpression, env: Env) -> None:
+        call = value_expr if isinstance(value_expr, cst.Call) else None
+        multi_prepare = None
+        if call is not None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare":
+            owner = self.value_of(call.func.value, env)
+            if owner is not None and owner.is_acc and len(call.args) > 1:
+                if all(not a.star for a in call.args):
+                    multi_prepare = [self._prepared(call, a.value, None, env) for a in call.args]
+                else:
+                    multi_prepare = []
+        for target in targets:
+            if multi_prepare is not None and isinstance(target, (cst.Tuple, cst.List)):
+                elems = target.elements
+                if len(elems) == len(multi_prepare) and not any(isinstance(e, cst.StarredElement) for e in elems):
+                    for el, v in zip(elems, multi_prepare):
+                        self._bind(el.value, v, env)
+                    continue
+                self._bind(target, None, env)
+                continue
+            if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value_expr, (cst.Tuple, cst.List)) and len(
+                target.elements
+            ) == len(value_expr.elements):
+                vals = [self.value_of(e.value, env) for e in value_expr.elements]
+                for el, v in zip(target.elements, vals):
+                    self._bind(el.value, v, env)
+                continue
+            self._bind(target, self.value_of(value_expr, env) or Value(origin=value_expr), env)
+
+    def _block(self, stmts, env: Env | None) -> Env | None:
+        for stmt in stmts:
+            if env is None:
+                return None
+            env = self._stmt(stmt, env)
+        return env
+
+    def _stmt(self, stmt: cst.CSTNode, env: Env) -> Env | None:
+        if isinstance(stmt, cst.BaseSmallStatement):
+            return self._small(stmt, env)
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                env = self._small(small, env)
+                if env is None:
+                    return None
+            return env
+        if isinstance(stmt, cst.If):
+            self._record(stmt.test, env)
+            then = self._block(stmt.body.body, dict(env))
+            if stmt.orelse is None:
+                other: Env | None = env
+            elif isinstance(stmt.orelse, cst.If):
+                other = self._stmt(stmt.orelse, dict(env))
+            else:
+                other = self._block(stmt.orelse.body.body, dict(env))
+            return _merge_envs(then, other)
+        if isinstance(stmt, (cst.For, cst.While)):
+            head = stmt.iter if isinstance(stmt, cst.For) else stmt.test
+            self._record(head, env)
+            entry = dict(env)
+            if isinstance(stmt, cst.For):
+                self._bind(stmt.target, self._iter_value(stmt.iter, env), entry)
+            first = self._block(stmt.body.body, dict(entry))
+            second_entry = _merge_envs(entry, first) or entry
+            second = self._block(stmt.body.body, dict(second_entry))
+            out = _merge_envs(env, second) or env
+            if stmt.orelse is not None:
+                out = self._block(stmt.orelse.body.body, out) or out
+            return out
+        if isinstance(stmt, cst.With):
+            for item in stmt.items:
+                self._record(item.item, env)
+                if item.asname is not None:
+                    self._bind(item.asname.name, None, env)
+            return self._block(stmt.body.body, env)
+        if isinstance(stmt, cst.Try):
+            body_end = self._block(stmt.body.body, dict(env))
+            start = _merge_envs(env, body_end) or env
+            out = body_end
+            for handler in stmt.handlers:
+                out = _merge_envs(out, self._block(handler.body.body, dict(start)))
+            if stmt.orelse is not None and body_end is not None:
+                out = _merge_envs(out, self._block(stmt.orelse.body.body, dict(body_end)))
+            if stmt.finalbody is not None:
+                out = self._block(stmt.finalbody.body.body, out if out is not None else dict(start))
+            return out
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            env[stmt.name.value] = Value(origin=stmt)
+            return env
+        if isinstance(stmt, cst.Match):
+            self._record(stmt.subject, env)
+            out: Env | None = None
+            for case in stmt.cases:
+                out = _merge_envs(out, self._block(case.body.body, dict(env)))
+            return _merge_envs(out, env)
+        # other compound statements (TryStar, etc.): record and keep going
+        self._record(stmt, env)
+        return env
+
+    def _iter_value(self, it: cst.BaseExpression, env: Env) -> Value | None:
+        return None
+
+    def _small(self, small: cst.BaseSmallStatement, env: Env) -> Env | None:
+        self._record(small, env)
+        if isinstance(small, cst.Assign):
+            self._assign([t.target for t in small.targets], small.value, env)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            self._assign([small.target], small.value, env)
+        elif isinstance(small, cst.AugAssign):
+            pass
+        elif isinstance(small, cst.Return):
+            if isinstance(self._scope, cst.FunctionDef) and small.value is not None:
+                v = self.value_of(small.value, env)
+                prev = self._returns.get(self._scope, v) if self._scope in self._returns else v
+                self._returns[self._scope] = v if prev is v else merge(prev, v)
+                self._return_exprs.setdefault(self._scope, []).append(small.value)
+            return None
+        elif isinstance(small, (cst.Raise, cst.Break, cst.Continue)):
+            return None
+        elif isinstance(small, cst.Del):
+            key = dotted_name(small.target)
+            if key:
+                env.pop(key, None)
+        return env
+
+
+def _iter_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(n, cst.Call):
+            yield n
+        stack.extend(reversed(n.children))

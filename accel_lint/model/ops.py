@@ -1,0 +1,542 @@
+"""Per-rank op sequences, rank-gated regions and the same-file call graph.
+
+Each function (and the module body) is walked once per rank class. Rank-dependent
+conditions are resolved for the class; uniform ones stay as ``Choice`` nodes keyed by
+the condition, so that the sequences of two classes can be compared structurally: the
+balanced barrier pattern (``if main: work(); wait() else: wait()``) gives the same
+sequence on every class, an unbalanced one does not. A call to a same-file function
+inlines that function's sequence for the class, which is how a collective reached
+through helpers counts at the guarded call site.
+
+The same walk records, for every call, the innermost rank guard it runs under.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Union
+
+import libcst as cst
+
+from .. import collectives as C
+from .index import FileIndex, ScopeNode
+from .names import dotted_name
+from .objects import ObjectTracker
+from .ranks import FORK, UNIFORM, RankClass, RankEvaluator
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Why a region runs on some ranks only: an ``if`` on a rank predicate, an early exit,
+    a rank-gating decorator, or a call site under such a guard."""
+
+    node: cst.CSTNode  # the If/While statement, decorator, or call
+    condition: cst.CSTNode  # the expression or decorator to quote
+    how: str  # "if" | "else" | "early-exit" | "decorator"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One collective (or checkpoint call) as the walk of one function sees it."""
+
+    kind: str
+    node: cst.CSTNode  # where the finding goes: the call in this function
+    origin: cst.Call  # the collective call itself (may be in a helper)
+    chain: tuple[str, ...]  # helpers from ``node`` to ``origin``
+    guard: Guard | None
+
+
+@dataclass
+class Choice:
+    key: cst.CSTNode
+    branches: list[list["Item"]]
+
+
+@dataclass
+class Loop:
+    key: cst.CSTNode
+    body: list["Item"]
+
+
+@dataclass
+class Fork:
+    """A rank-dependent condition the evaluator cannot resolve: both outcomes happen."""
+
+    key: cst.CSTNode
+    branches: list[list["Item"]]
+    guard: Guard
+    inlined: bool = False
+
+
+Item = Union[Op, Choice, Loop, Fork]
+EXIT_FUNCTION_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+
+
+@dataclass
+class Divergence:
+    """An op that some rank classes reach and others do not."""
+
+    op: Op
+    scope: ScopeNode
+
+
+@dataclass
+class _Summary:
+    items: list[Item]
+    exit: str | None
+
+
+@dataclass
+class OpAnalysis:
+    """Runs the per-class walks and keeps what the rules query."""
+
+    index: FileIndex
+    objects: ObjectTracker
+    ranks: RankEvaluator
+    guards: dict[cst.CSTNode, Guard] = field(default_factory=dict)
+    visits: dict[cst.CSTNode, set[str]] = field(default_factory=dict)
+    divergences: list[Divergence] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._summaries: dict[tuple[ScopeNode, str], _Summary] = {}
+        self._in_progress: set[tuple[ScopeNode, str]] = set()
+        self._divergent: dict[ScopeNode, bool] = {}
+        for scope in [self.index.module, *self.index.functions]:
+            self._analyse_root(scope)
+
+    # -- collectives ----------------------------------------------------------------------
+    def op_kind(self, call: cst.Call) -> str | None:
+        """The op kind of a call that is a collective, else ``None``."""
+        func = call.func
+        name = dotted_name(func)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            owner = self.objects.values.get(func.value)
+            owner_is_acc = (owner is not None and owner.is_acc) or (
+                isinstance(func.value, cst.Call) and self.objects.is_acc_constructor(func.value)
+            )
+            if owner_is_acc:
+                if method == "gather_for_metrics":
+                    for arg in call.args:
+                        if arg.keyword is not None and arg.keyword.value == "use_gather_object":
+                            if isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                                return C.ALLGATHER_OBJ
+                    return C.ALLGATHER
+                if method == "split_between_processes":
+                    for arg in call.args:
+                        if arg.keyword is not None and arg.keyword.value == "apply_padding":
+                            if isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                                return C.ALLGATHER
+                    return None
+                return C.ACCELERATOR_METHOD_OPS.get(method)
+            if method == "state_dict" and owner is not None and owner.prepared == "yes" and owner.kind == "model" and not owner.not_wrapped:
+                return C.CKPT
+        qual = self.index.imports.qualify(name) if name else None
+        if qual:
+            module, _, fn = qual.rpartition(".")
+            if module in ("torch.distributed", "torch.distributed.distributed_c10d"):
+                return C.TORCH_DISTRIBUTED_OPS.get(fn)
+            if module in C.ACCELERATE_FUNCTION_MODULES:
+                return C.ACCELERATE_FUNCTION_OPS.get(fn)
+        return None
+
+    # -- gating decorators -----------------------------------------------------------------
+    def decorator_guard(self, fn: cst.FunctionDef) -> tuple[Guard, set[str]] | None:
+        """The guard of ``@<acc>.on_main_process`` and friends, with the classes that run the body."""
+        for dec in fn.decorators:
+            expr = dec.decorator
+            call_args = None
+            if isinstance(expr, cst.Call):
+                call_args = expr.args
+                expr = expr.func
+            if not isinstance(expr, cst.Attribute) or expr.attr.value not in C.RANK_GATING_DECORATORS:
+                continue
+            owner = self.objects.values.get(expr.value)
+            if not (owner and owner.is_acc) and "state" not in (dotted_name(expr.value) or "") and "accelerator" not in (
+                dotted_name(expr.value) or ""
+            ):
+                continue
+            which = expr.attr.value
+            names = {c.name for c in self.ranks.classes}
+            if which == "on_main_process":
+                runs = {"main"}
+            elif which == "on_local_main_process":
+                runs = {"main", "local-main"}
+            elif which == "on_last_process":
+                runs = {"last"}
+            else:
+                k = None
+                for a in call_args or []:
+                    if isinstance(a.value, cst.Integer):
+                        k = a.value.evaluated_value
+                runs = {"main"} if k == 0 else ({f"rank-{k}"} & names if k is not None else {"main"})
+            return Guard(dec, dec.decorator, "decorator"), runs
+        return None
+
+    # -- walking ----------------------------------------------------------------------------
+    def summary(self, scope: ScopeNode, cls: RankClass) -> _Summary:
+        key = (scope, cls.name)
+        if key in self._summaries:
+            return self._summaries[key]
+        if key in self._in_progress:
+            return _Summary([], None)  # recursion: opaque
+        self._in_progress.add(key)
+        guard = None
+        skip = False
+        if isinstance(scope, cst.FunctionDef):
+            gated = self.decorator_guard(scope)
+            if gated is not None:
+                guard = gated[0]
+                skip = cls.name not in gated[1]
+            body = scope.body.body if isinstance(scope.body, cst.IndentedBlock) else scope.body.body
+        else:
+            body = scope.body
+        items, exit_ = ([], None) if skip else _Walker(self, cls).block(list(body), guard)
+        result = _Summary(items, exit_)
+        self._in_progress.discard(key)
+        self._summaries[key] = result
+        return result
+
+    def is_divergent(self, scope: ScopeNode) -> bool:
+        """Whether the function's own op sequence differs between rank classes."""
+        if scope not in self._divergent:
+            self._divergent[scope] = False  # recursion guard
+            tokens = [_kinds(_flatten(self.summary(scope, c).items, None)) for c in self.ranks.classes]
+            self._divergent[scope] = any(t != tokens[0] for t in tokens[1:]) or _has_fork_divergence(
+                [self.summary(scope, c).items for c in self.ranks.classes]
+            )
+        return self._divergent[scope]
+
+    def _analyse_root(self, scope: ScopeNode) -> None:
+        classes = self.ranks.classes
+        seqs = {}
+        found: dict[int, Op] = {}
+        for cls in classes:
+            forks: list[Op] = []
+            seqs[cls.name] = _flatten(self.summary(scope, cls).items, forks)
+            for op in forks:
+                found.setdefault(id(op.node), op)
+        base = seqs[classes[0].name]
+        base_kinds = _kinds(base)
+        for cls in classes[1:]:
+            other = seqs[cls.name]
+            matcher = SequenceMatcher(None, base_kinds, _kinds(other), autojunk=False)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+                if tag == "equal":
+                    continue
+                for _, op in base[i1:i2] + other[j1:j2]:
+                    if op is not None:
+                        found.setdefault(id(op.node), op)
+        for op in found.values():
+            self.divergences.append(Divergence(op, scope))
+
+    def kinds_performed(self, fn: cst.FunctionDef) -> set[str]:
+        """Op kinds a same-file function performs on any rank class (helpers included)."""
+        kinds: set[str] = set()
+        for cls in self.ranks.classes:
+            kinds.update(_kinds(_flatten(self.summary(fn, cls).items, None)))
+        return kinds
+
+    # -- regions ---------------------------------------------------------------------------
+    def guard_of(self, node: cst.CSTNode, _seen: frozenset = frozenset()) -> Guard | None:
+        """The innermost rank guard ``node`` runs under, following same-file callers
+        when every call site of the enclosing function is itself guarded."""
+        if node in self.guards:
+            return self.guards[node]
+        scope = self.index.scope_of(node)
+        if isinstance(scope, cst.FunctionDef) and scope not in _seen:
+            return self.function_guard(scope, _seen | {scope})
+        return None
+
+    def function_guard(self, fn: cst.FunctionDef, _seen: frozenset = frozenset()) -> Guard | None:
+        gated = self.decorator_guard(fn)
+        if gated is not None:
+            return gated[0]
+        sites = self.call_sites(fn)
+        if not sites:
+            return None
+        guards = [self.guard_of(site, _seen | {fn}) for site in sites]
+        if all(g is not None for g in guards):
+            return guards[0]
+        return None
+
+    def call_sites(self, fn: cst.FunctionDef) -> list[cst.Call]:
+        if not hasattr(self, "_sites"):
+            self._sites: dict[cst.FunctionDef, list[cst.Call]] = {}
+            for call in self.index.calls:
+                target = self.index.resolve_call(call)
+                if target is not None:
+                    self._sites.setdefault(target, []).append(call)
+        return self._sites.get(fn, [])
+
+
+def _kinds(tokens: list[tuple[str, Op | None]]) -> list[str]:
+    return [t for t, _ in tokens]
+
+
+def _flatten(items: list[Item], forks: list[Op] | None) -> list[tuple[str, Op | None]]:
+    out: list[tuple[str, Op | None]] = []
+    for item in items:
+        if isinstance(item, Op):
+            out.append((item.kind, item))
+        elif isinstance(item, Choice):
+            out.append((f"(C{id(item.key)}", None))
+            for branch in item.branches:
+                out.extend(_flatten(branch, forks))
+                out.append(("|", None))
+            out.append((")", None))
+        elif isinstance(item, Loop):
+            out.append((f"(L{id(item.key)}", None))
+            out.extend(_flatten(item.body, forks))
+            out.append((")", None))
+        elif isinstance(item, Fork):
+            branches = [_flatten(b, None) for b in item.branches]
+            if all(_kinds(b) == _kinds(branches[0]) for b in branches[1:]):
+                out.extend(branches[0])
+                continue
+            if forks is not None and not item.inlined:
+                matcher = SequenceMatcher(None, _kinds(branches[0]), _kinds(branches[1]), autojunk=False)
+                for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+                    if tag != "equal":
+                        for _, op in branches[0][i1:i2] + branches[1][j1:j2]:
+                            if op is not None:
+                                forks.append(Op(op.kind, op.node, op.origin, op.chain, item.guard))
+            out.append((f"F{id(item.key)}", None))
+    return out
+
+
+def _has_fork_divergence(item_lists: list[list[Item]]) -> bool:
+    forks: list[Op] = []
+    for items in item_lists:
+        _flatten(items, forks)
+    return bool(forks)
+
+
+def _relocate(items: list[Item], call: cst.Call, name: str, guard: Guard | None) -> list[Item]:
+    out: list[Item] = []
+    for item in items:
+        if isinstance(item, Op):
+            out.append(Op(item.kind, call, item.origin, (name, *item.chain), guard or item.guard))
+        elif isinstance(item, Choice):
+            out.append(Choice(item.key, [_relocate(b, call, name, guard) for b in item.branches]))
+        elif isinstance(item, Loop):
+            out.append(Loop(item.key, _relocate(item.body, call, name, guard)))
+        else:
+            out.append(Fork(item.key, [_relocate(b, call, name, guard) for b in item.branches], item.guard, True))
+    return out
+
+
+def _always_exits(stmts) -> bool:
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
+                    return True
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    if dotted_name(small.value.func) in EXIT_FUNCTION_CALLS:
+                        return True
+        elif isinstance(stmt, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
+            return True
+        elif isinstance(stmt, cst.If) and stmt.orelse is not None and not isinstance(stmt.orelse, cst.If):
+            if _always_exits(stmt.body.body) and _always_exits(stmt.orelse.body.body):
+                return True
+    return False
+
+
+def _combine_exits(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return None
+    return "return" if a == b == "return" else "loop"
+
+
+class _Walker:
+    """Walks one scope for one rank class, producing its op items."""
+
+    def __init__(self, analysis: OpAnalysis, cls: RankClass) -> None:
+        self.a = analysis
+        self.cls = cls
+
+    def block(self, stmts: list, guard: Guard | None) -> tuple[list[Item], str | None]:
+        items: list[Item] = []
+        i = 0
+        while i < len(stmts):
+            stmt = stmts[i]
+            if isinstance(stmt, cst.If):
+                handled = self._if(stmt, stmts, i, guard, items)
+                if handled is not None:
+                    new_guard, exit_, consumed_rest = handled
+                    if exit_ is not None or consumed_rest:
+                        return items, exit_
+                    guard = new_guard
+                    i += 1
+                    continue
+            exit_ = self.stmt(stmt, guard, items)
+            if exit_ is not None:
+                return items, exit_
+            i += 1
+        return items, None
+
+    def _branches(self, stmt: cst.If) -> tuple[list, list]:
+        then = list(stmt.body.body)
+        if stmt.orelse is None:
+            other: list = []
+        elif isinstance(stmt.orelse, cst.If):
+            other = [stmt.orelse]
+        else:
+            other = list(stmt.orelse.body.body)
+        return then, other
+
+    def _if(self, stmt: cst.If, stmts: list, i: int, guard: Guard | None, items: list[Item]):
+        self._calls(stmt.test, guard, items)
+        then, other = self._branches(stmt)
+        rank = self.a.ranks.is_rank_dependent(stmt.test)
+        value = self.a.ranks.evaluate(stmt.test, self.cls)
+        if rank and value is not FORK and value is not UNIFORM:
+            chosen, skipped = (then, other) if value else (other, then)
+            how = "if" if value else "else"
+            branch_guard = Guard(stmt, stmt.test, how)
+            branch_items, exit_ = self.block(chosen, branch_guard)
+            items.extend(branch_items)
+            if exit_ is not None:
+                return guard, exit_, False
+            if _always_exits(skipped):
+                return Guard(stmt, stmt.test, "early-exit"), None, False
+            return guard, None, False
+        if not rank and value is not UNIFORM and value is not FORK:
+            chosen = then if value else other
+            branch_items, exit_ = self.block(chosen, guard)
+            items.extend(branch_items)
+            return guard, exit_, False
+        branch_guard = Guard(stmt, stmt.test, "if") if rank else guard
+        t_items, t_exit = self.block(then, branch_guard)
+        o_items, o_exit = self.block(other, Guard(stmt, stmt.test, "else") if rank else guard)
+        if t_exit is None and o_exit is None:
+            items.append(Fork(stmt, [t_items, o_items], branch_guard) if rank else Choice(stmt, [t_items, o_items]))
+            return guard, None, False
+        # a branch leaves the block: the rest of the block belongs to the other branch
+        rest_guard = Guard(stmt, stmt.test, "early-exit") if rank else guard
+        rest, r_exit = self.block(stmts[i + 1 :], rest_guard)
+        if t_exit is None:
+            t_items = t_items + rest
+        if o_exit is None:
+            o_items = o_items + rest
+        exit_ = _combine_exits(t_exit or r_exit, o_exit or r_exit)
+        items.append(Fork(stmt, [t_items, o_items], branch_guard) if rank else Choice(stmt, [t_items, o_items]))
+        return guard, exit_, True
+
+    def stmt(self, stmt: cst.CSTNode, guard: Guard | None, items: list[Item]) -> str | None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                exit_ = self.small(small, guard, items)
+                if exit_ is not None:
+                    return exit_
+            return None
+        if isinstance(stmt, cst.BaseSmallStatement):
+            return self.small(stmt, guard, items)
+        if isinstance(stmt, cst.If):  # reached only for elif chains
+            sub: list[Item] = []
+            result = self._if(stmt, [stmt], 0, guard, sub)
+            items.extend(sub)
+            return result[1]
+        if isinstance(stmt, cst.For):
+            self._calls(stmt.iter, guard, items)
+            body, exit_ = self.block(list(stmt.body.body), guard)
+            if body:
+                items.append(Loop(stmt, body))
+            if stmt.orelse is not None:
+                o_items, _ = self.block(list(stmt.orelse.body.body), guard)
+                items.extend(o_items)
+            return "return" if exit_ == "return" else None
+        if isinstance(stmt, cst.While):
+            self._calls(stmt.test, guard, items)
+            rank = self.a.ranks.is_rank_dependent(stmt.test)
+            value = self.a.ranks.evaluate(stmt.test, self.cls)
+            if rank and value is not FORK and value is not UNIFORM and not value:
+                return None
+            loop_guard = Guard(stmt, stmt.test, "if") if rank else guard
+            body, exit_ = self.block(list(stmt.body.body), loop_guard)
+            if body:
+                if rank and value is FORK:
+                    items.append(Fork(stmt, [[Loop(stmt, body)], []], loop_guard))
+                else:
+                    items.append(Loop(stmt, body))
+            return "return" if exit_ == "return" and not rank else None
+        if isinstance(stmt, cst.With):
+            after: list[Item] = []
+            for item in stmt.items:
+                self._calls(item.item, guard, items, skip_sync_context=True)
+                ctx = item.item
+                if isinstance(ctx, cst.Call) and isinstance(ctx.func, cst.Attribute):
+                    owner = self.a.objects.values.get(ctx.func.value)
+                    if owner is not None and owner.is_acc and ctx.func.attr.value in C.ACCELERATOR_SYNC_CONTEXTS:
+                        op = Op(C.BARRIER, ctx, ctx, (), guard)
+                        (after if ctx.func.attr.value == "profile" else items).append(op)
+            body, exit_ = self.block(list(stmt.body.body), guard)
+            items.extend(body)
+            items.extend(after)
+            return exit_
+        if isinstance(stmt, cst.Try):
+            body, b_exit = self.block(list(stmt.body.body), guard)
+            items.extend(body)
+            handlers = [self.block(list(h.body.body), guard)[0] for h in stmt.handlers]
+            if any(handlers):
+                items.append(Choice(stmt, [[], *handlers]))
+            if stmt.orelse is not None:
+                o_items, _ = self.block(list(stmt.orelse.body.body), guard)
+                items.append(Choice(stmt.orelse, [[], o_items]) if stmt.handlers else Loop(stmt.orelse, o_items))
+            if stmt.finalbody is not None:
+                f_items, _ = self.block(list(stmt.finalbody.body.body), guard)
+                items.extend(f_items)
+            return None
+        if isinstance(stmt, cst.Match):
+            branches = [self.block(list(case.body.body), guard)[0] for case in stmt.cases]
+            if any(branches):
+                items.append(Choice(stmt, [*branches, []]))
+            return None
+        return None
+
+    def small(self, small: cst.BaseSmallStatement, guard: Guard | None, items: list[Item]) -> str | None:
+        self._calls(small, guard, items)
+        if isinstance(small, (cst.Return, cst.Raise)):
+            return "return"
+        if isinstance(small, (cst.Break, cst.Continue)):
+            return "loop"
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            if dotted_name(small.value.func) in EXIT_FUNCTION_CALLS:
+                return "return"
+        return None
+
+    def _calls(self, node: cst.CSTNode, guard: Guard | None, items: list[Item], skip_sync_context: bool = False) -> None:
+        """Calls in evaluation order (arguments before the call), outside nested scopes."""
+        for call in _calls_post_order(node):
+            self.a.visits.setdefault(call, set()).add(self.cls.name)
+            if guard is not None:
+                self.a.guards.setdefault(call, guard)
+            kind = self.a.op_kind(call)
+            if kind is not None:
+                items.append(Op(kind, call, call, (), guard))
+                continue
+            target = self.a.index.resolve_call(call)
+            if target is None:
+                continue
+            name = self.a.index.functions[target].qualname
+            if self.a.is_divergent(target):
+                continue  # reported inside the callee; counting it again here would duplicate
+            callee = self.a.summary(target, self.cls)
+            items.extend(_relocate(callee.items, call, name, guard))
+
+
+def _calls_post_order(node: cst.CSTNode) -> list[cst.Call]:
+    out: list[cst.Call] = []
+
+    def visit(n: cst.CSTNode) -> None:
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.IndentedBlock)):
+            return
+        for child in n.children:
+            visit(child)
+        if isinstance(n, cst.Call):
+            out.append(n)
+
+    visit(node)
+    return out

@@ -1,0 +1,314 @@
+"""Rank predicates and their value on each rank class.
+
+A condition is *rank-dependent* when it evaluates differently on different rank
+classes (or cannot be resolved on some). Rank classes stand for the processes a
+script can run as: the global main process, a local main on another node, any
+other rank, the last rank, and one class per literal ``k`` in ``process_index == k``.
+
+Everything the evaluator does not understand is *uniform*: unknown means no finding.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import libcst as cst
+
+from .index import FileIndex
+from .names import dotted_name, last_attr
+from .objects import ObjectTracker
+
+
+class _Sym:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+UNIFORM = _Sym("UNIFORM")  # unknown but the same on every rank
+FORK = _Sym("FORK")  # rank-dependent, unresolvable on this class
+OTHER = _Sym("OTHER")  # a rank index that matches no literal in the file
+
+RANK_ENV_GLOBAL = frozenset({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK"})
+RANK_ENV_LOCAL = frozenset({"LOCAL_RANK", "SLURM_LOCALID"})
+
+
+@dataclass(frozen=True)
+class RankClass:
+    """One kind of process: its global index, local index, and whether it is last."""
+
+    name: str
+    pi: Any  # int or OTHER
+    li: Any  # 0 or OTHER
+    last: bool = False
+
+
+MAIN = RankClass("main", 0, 0)
+LOCAL_MAIN = RankClass("local-main", OTHER, 0)
+OTHER_RANK = RankClass("other", OTHER, OTHER)
+LAST = RankClass("last", OTHER, OTHER, last=True)
+
+_CMP = {
+    cst.Equal: operator.eq,
+    cst.NotEqual: operator.ne,
+    cst.LessThan: operator.lt,
+    cst.GreaterThan: operator.gt,
+    cst.LessThanEqual: operator.le,
+    cst.GreaterThanEqual: operator.ge,
+    cst.Is: operator.eq,
+    cst.IsNot: operator.ne,
+}
+
+
+class RankEvaluator:
+    """Evaluates conditions per rank class; decides which conditions are rank-dependent."""
+
+    def __init__(self, index: FileIndex, objects: ObjectTracker) -> None:
+        self.index = index
+        self.objects = objects
+        self.defines_local_rank_arg = bool({"--local_rank", "--local-rank"} & index.string_literals)
+        self._memo: dict[tuple[int, str], Any] = {}
+        self._rank_memo: dict[cst.CSTNode, bool] = {}
+        self.classes = self._classes()
+
+    def _classes(self) -> list[RankClass]:
+        classes = [MAIN, OTHER_RANK, LOCAL_MAIN]
+        literals: set[int] = set()
+        for call_or_cmp in self._comparisons():
+            for side in (call_or_cmp.left, *[c.comparator for c in call_or_cmp.comparisons]):
+                if isinstance(side, cst.Integer) and side.evaluated_value > 0:
+                    literals.add(side.evaluated_value)
+        for k in sorted(literals)[:4]:
+            classes.append(RankClass(f"rank-{k}", k, OTHER))
+        classes.append(LAST)
+        return classes
+
+    def _comparisons(self):
+        # Only literals compared against rank expressions create classes; scanning
+        # comparisons that mention rank names keeps the class list short.
+        out = []
+        for node in self.index.parents:
+            if isinstance(node, cst.Comparison):
+                text = dotted_name(node.left) or ""
+                if any(t in text for t in ("process_index", "rank", "RANK")) or (
+                    isinstance(node.left, cst.Call) and "rank" in (dotted_name(node.left.func) or "")
+                ):
+                    out.append(node)
+        return out
+
+    # -- public queries -------------------------------------------------------------
+    def evaluate(self, expr: cst.BaseExpression, cls: RankClass) -> Any:
+        """``True``/``False`` when the condition is decided on ``cls``; ``UNIFORM`` or ``FORK`` otherwise."""
+        value = self._eval(expr, cls, 0)
+        if value is UNIFORM or value is FORK:
+            return value
+        if value is OTHER:
+            return FORK
+        try:
+            return bool(value)
+        except Exception:
+            return UNIFORM
+
+    def is_rank_dependent(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` can take different values on different ranks."""
+        cached = self._rank_memo.get(expr)
+        if cached is None:
+            results = [self.evaluate(expr, c) for c in self.classes]
+            cached = any(r is FORK for r in results) or len({repr(r) for r in results}) > 1
+            self._rank_memo[expr] = cached
+        return cached
+
+    # -- evaluation --------------------------------------------------------------------
+    def _eval(self, expr: cst.BaseExpression, cls: RankClass, depth: int) -> Any:
+        if depth > 12:
+            return UNIFORM
+        key = (id(expr), cls.name)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = UNIFORM  # cycle guard
+        value = self._eval_uncached(expr, cls, depth + 1)
+        self._memo[key] = value
+        return value
+
+    def _eval_uncached(self, expr: cst.BaseExpression, cls: RankClass, depth: int) -> Any:
+        if isinstance(expr, cst.Integer):
+            return expr.evaluated_value
+        if isinstance(expr, cst.SimpleString):
+            return expr.evaluated_value
+        if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[expr.value]
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return self._eval_name(expr, cls, depth)
+        if isinstance(expr, cst.Call):
+            return self._eval_call(expr, cls, depth)
+        if isinstance(expr, cst.Subscript):
+            return self._eval_env(expr, cls)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            v = self._eval(expr.expression, cls, depth)
+            return v if v in (UNIFORM, FORK) else (FORK if v is OTHER else not v)
+        if isinstance(expr, cst.BooleanOperation):
+            return self._eval_bool(expr, cls, depth)
+        if isinstance(expr, cst.Comparison):
+            return self._eval_compare(expr, cls, depth)
+        if isinstance(expr, cst.BinaryOperation):
+            left = self._eval(expr.left, cls, depth)
+            right = self._eval(expr.right, cls, depth)
+            if FORK in (left, right) or OTHER in (left, right):
+                return FORK
+            return UNIFORM
+        return UNIFORM
+
+    def _eval_name(self, expr: cst.BaseExpression, cls: RankClass, depth: int) -> Any:
+        attr = last_attr(expr)
+        if isinstance(expr, cst.Attribute):
+            if attr in ("is_main_process", "is_world_process_zero"):
+                return cls.pi == 0
+            if attr in ("is_local_main_process", "is_local_process_zero"):
+                return cls.li == 0
+            if attr == "is_last_process":
+                return cls.last
+            if attr == "process_index":
+                return cls.pi
+            if attr == "local_process_index":
+                return cls.li
+            if attr in ("local_rank",) and self.defines_local_rank_arg and dotted_name(expr.value) == "args":
+                return cls.li
+        value = self.objects.values.get(expr)
+        origin = value.origin if value is not None else None
+        if isinstance(origin, cst.BaseExpression) and origin is not expr:
+            return self._eval(origin, cls, depth)
+        return UNIFORM
+
+    def _eval_call(self, call: cst.Call, cls: RankClass, depth: int) -> Any:
+        name = dotted_name(call.func) or ""
+        short = name.split(".")[-1]
+        qual = self.index.imports.qualify(name) or name
+        if short in ("int", "bool", "str", "float") and name == short and len(call.args) == 1:
+            v = self._eval(call.args[0].value, cls, depth)
+            if v in (UNIFORM, FORK, OTHER):
+                return v
+            try:
+                return {"int": int, "bool": bool, "str": str, "float": float}[short](v)
+            except Exception:
+                return UNIFORM
+        if qual.endswith("distributed.get_rank") or short in ("get_ordinal", "get_global_rank"):
+            return cls.pi
+        if qual.endswith(("get_node_local_rank", "get_local_rank")) or short == "get_local_ordinal":
+            return cls.li
+        if short in ("is_master_ordinal", "is_world_process_zero"):
+            return cls.pi == 0
+        if short == "is_local_process_zero":
+            return cls.li == 0
+        env = self._eval_env(call, cls)
+        if env is not UNIFORM:
+            return env
+        target = self.index.resolve_call(call)
+        if target is not None:
+            exprs = self.objects.summaries[target].return_exprs
+            if len(exprs) == 1:
+                return self._eval(exprs[0], cls, depth)
+        return UNIFORM
+
+    def _eval_env(self, expr: cst.BaseExpression, cls: RankClass) -> Any:
+        """``os.environ["RANK"]``, ``os.environ.get("LOCAL_RANK")``, ``os.getenv(...)``."""
+        var = None
+        if isinstance(expr, cst.Subscript) and dotted_name(expr.value) in ("os.environ", "environ"):
+            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+                idx = expr.slice[0].slice.value
+                if isinstance(idx, cst.SimpleString):
+                    var = idx.evaluated_value
+        elif isinstance(expr, cst.Call) and expr.args and isinstance(expr.args[0].value, cst.SimpleString):
+            name = dotted_name(expr.func)
+            if name in ("os.environ.get", "os.getenv", "environ.get", "getenv"):
+                var = expr.args[0].value.evaluated_value
+        if var in RANK_ENV_LOCAL:
+            return cls.li if cls.li is OTHER else str(cls.li)
+        if var in RANK_ENV_GLOBAL:
+            return cls.pi if cls.pi is OTHER else str(cls.pi)
+        return UNIFORM
+
+    def _eval_bool(self, expr: cst.BooleanOperation, cls: RankClass, depth: int) -> Any:
+        left = self._eval(expr.left, cls, depth)
+        right = self._eval(expr.right, cls, depth)
+        left = FORK if left is OTHER else left
+        right = FORK if right is OTHER else right
+        if isinstance(expr.operator, cst.And):
+            if left is not UNIFORM and left is not FORK and not left:
+                return False
+            if left is not UNIFORM and left is not FORK:
+                return right
+            if right is not UNIFORM and right is not FORK and not right:
+                return False
+            return FORK if FORK in (left, right) else UNIFORM
+        if left is not UNIFORM and left is not FORK and left:
+            return True
+        if left is not UNIFORM and left is not FORK:
+            return right
+        if right is not UNIFORM and right is not FORK and right:
+            return True
+        return FORK if FORK in (left, right) else UNIFORM
+
+    def _eval_compare(self, expr: cst.Comparison, cls: RankClass, depth: int) -> Any:
+        left = self._eval(expr.left, cls, depth)
+        result: Any = True
+        for target in expr.comparisons:
+            right = self._eval(target.comparator, cls, depth)
+            op = _CMP.get(type(target.operator))
+            if FORK in (left, right):
+                return FORK
+            if op is None:  # in / not in
+                return FORK if OTHER in (left, right) else UNIFORM
+            if UNIFORM in (left, right):
+                sides = (expr.left, *[t.comparator for t in expr.comparisons])
+                return FORK if any(self._is_rank_atom(e) for e in sides) else UNIFORM
+            value = _compare(op, left, right)
+            if value is FORK or value is UNIFORM:
+                return value
+            result = result and value
+            left = right
+        return result
+
+    def _is_rank_atom(self, expr: cst.BaseExpression) -> bool:
+        results = {repr(self._eval(expr, c, 0)) for c in (MAIN, OTHER_RANK)}
+        return len(results) > 1
+
+
+def _compare(op, left: Any, right: Any) -> Any:
+    # rank values from the environment are strings; literals may be ints
+    if isinstance(left, str) and isinstance(right, int) or isinstance(left, int) and isinstance(right, str):
+        try:
+            left, right = int(left), int(right)
+        except ValueError:
+            return UNIFORM
+    if left is OTHER or right is OTHER:
+        other = right if left is OTHER else left
+        if not isinstance(other, (int, str)):
+            return FORK
+        try:
+            k = int(other)
+        except ValueError:
+            return FORK
+        if op is operator.eq:
+            return False
+        if op is operator.ne:
+            return True
+        # OTHER stands for an index >= 1 that is none of the file's literals
+        if left is OTHER:
+            if op in (operator.gt, operator.ge) and k <= (0 if op is operator.gt else 1):
+                return True
+            if op in (operator.lt, operator.le) and k <= (0 if op is operator.le else 1):
+                return False
+        else:
+            if op in (operator.lt, operator.le) and k <= (0 if op is operator.lt else 1):
+                return True
+            if op in (operator.gt, operator.ge) and k <= (0 if op is operator.ge else 1):
+                return False
+        return FORK
+    try:
+        return op(left, right)
+    except TypeError:
+        return UNIFORM

@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from ..model import MAYBE, YES, FileModel
+from .base import Finding, Rule, quote
+
+
+class RawBackward(Rule):
+    """`loss.backward()` in code that trains a prepared model.
+
+    ## What it does
+    Flags `<loss>.backward()` and `torch.autograd.backward(<loss>)` in a function (or
+    module code) that uses a prepared model or optimizer, where the loss is any tensor
+    when a prepared optimizer is in reach, or a tensor derived from the prepared
+    model's output.
+
+    ## Why is this bad?
+    `accelerator.backward` divides the loss by the gradient-accumulation steps, scales
+    it for fp16 (without the scaler, updates shrink about 65536x) and, under DeepSpeed,
+    runs `engine.backward` and `engine.step`; a raw call skips all of it, so under
+    DeepSpeed the model never updates. Under plain DDP with no accumulation and no fp16
+    both calls agree, which is why the bug survives testing.
+    Not flagged: `torch.autograd.grad(...)`, a `GradScaler` when the accelerator is built
+    with `mixed_precision="no"`, files that never prepare a model or optimizer.
+
+    ## Example
+    ```python
+    model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+    for batch in dl:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for batch in dl:
+        loss = model(**batch).loss
+        accelerator.backward(loss)
+        optimizer.step()
+    ```
+    """
+
+    code = "AL101"
+    name = "raw-backward"
+    severity = "error"
+    summary = "`loss.backward()` bypasses `accelerator.backward()` (accumulation, fp16 scaling, DeepSpeed step)"
+
+    VALID = [
+        # accelerator.backward, and a utility function that calls it
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+def step(loss):
+    accelerator.backward(loss)
+for batch in dl:
+    step(model(**batch).loss)
+    optimizer.step()
+""",
+        # gradient penalty through autograd.grad; no prepared objects: inference only
+        """
+import torch
+from accelerate import PartialState
+state = PartialState()
+x = torch.randn(3, requires_grad=True)
+y = (x * 2).sum()
+y.backward()
+(g,) = torch.autograd.grad(y, x)
+""",
+        # a plain PyTorch file
+        """
+import torch
+model = torch.nn.Linear(2, 2)
+loss = model(torch.randn(1, 2)).sum()
+loss.backward()
+""",
+    ]
+    INVALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+for batch in dl:
+    loss = model(**batch).loss
+    loss.backward()  # expect: AL101
+    optimizer.step()
+""",
+        """
+import accelerate, torch
+class Trainer:
+    def __init__(self, model, opt):
+        self.acc = accelerate.Accelerator()
+        self.model, self.opt = self.acc.prepare(model, opt)
+    def step(self, batch):
+        out = self.model(batch)
+        torch.autograd.backward(out.loss)  # expect: AL101
+        self.opt.step()
+""",
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for call in model.index.calls:
+            loss = self._loss_of(model, call)
+            if loss is None:
+                continue
+            scope = model.scope_of(call)
+            reached = self._prepared_kinds_in(model, scope)
+            if "optimizer" not in reached and not ("model" in reached and self._from_prepared_model(model, loss, 0)):
+                continue
+            if self._scaler_without_mixed_precision(model, loss):
+                continue
+            acc = model.accelerator_name_in(scope)
+            text = model.code(loss)
+            yield Finding(
+                call,
+                f"{quote(text + '.backward()')} bypasses `{acc}.backward()`: gradient-accumulation and fp16 loss "
+                f"scaling are skipped and under DeepSpeed the model never updates; use `{acc}.backward({text})`",
+            )
+
+    @staticmethod
+    def _loss_of(model: FileModel, call: cst.Call) -> cst.BaseExpression | None:
+        func = call.func
+        if model.index.imports.qualify_expr(func) == "torch.autograd.backward":
+            return call.args[0].value if call.args else None
+        if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            receiver = func.value
+            if model.is_accelerator(receiver):
+                return None
+            value = model.value_at(receiver)
+            if value is not None and value.kind == "model" and value.prepared in (YES, MAYBE):
+                return None  # a DeepSpeed engine's own backward(loss)
+            if any(a.keyword is None for a in call.args) and isinstance(receiver, (cst.Name, cst.Attribute)):
+                if value is None or value.origin is None:
+                    return None  # `engine.backward(loss)`: an object's method, not a tensor's
+            return receiver
+        return None
+
+    @staticmethod
+    def _prepared_kinds_in(model: FileModel, scope) -> set[str]:
+        kinds = set()
+        for node, value in model.objects.values.items():
+            if value.prepared in (YES, MAYBE) and value.kind and model.scope_of(node) is scope:
+                kinds.add(value.kind)
+        return kinds
+
+    def _from_prepared_model(self, model: FileModel, expr: cst.CSTNode, depth: int) -> bool:
+        if depth > 8:
+            return False
+        for call in model.calls_in(expr):
+            value = model.value_at(call.func)
+            if value is not None and value.kind == "model" and value.prepared in (YES, MAYBE):
+                return True
+        stack = [expr]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (cst.Name, cst.Attribute)):
+                value = model.value_at(n)
+                if value is not None and isinstance(value.origin, cst.BaseExpression) and value.origin is not n:
+                    if value.kind == "model":
+                        continue
+                    if self._from_prepared_model(model, value.origin, depth + 1):
+                        return True
+            stack.extend(n.children)
+        return False
+
+    @staticmethod
+    def _scaler_without_mixed_precision(model: FileModel, loss: cst.BaseExpression) -> bool:
+        if not (isinstance(loss, cst.Call) and isinstance(loss.func, cst.Attribute) and loss.func.attr.value == "scale"):
+            return False
+        for ctor in model.objects.acc_constructors:
+            for arg in ctor.args:
+                if arg.keyword is not None and arg.keyword.value == "mixed_precision":
+                    if isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value == "no":
+                        return True
+        return False

@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from ..model import NO, YES, MAYBE, FileModel
+from .base import Finding, Rule
+
+
+
+class UnpreparedDataloader(Rule):
+    """A `DataLoader` built in the file, iterated in a training or evaluation loop, never prepared.
+
+    ## What it does
+    Flags a loop over a `DataLoader(...)` created in this file (directly or through
+    `enumerate`, `tqdm`, `iter`) when the loop calls `accelerator.backward` (training,
+    an error) or runs a prepared model (evaluation, a warning), the loader is unprepared
+    on every path to the loop, and the loader object is never passed to `prepare`.
+
+    ## Why is this bad?
+    `prepare` is what shards a loader across processes. Unprepared, every rank trains on
+    the whole dataset and the gradient all-reduce averages identical batches: N GPUs do
+    one GPU's work. In evaluation every rank evaluates everything, so
+    `gather_for_metrics` counts each sample N times. Nothing fails.
+    Not flagged: loaders with a `DistributedSampler`, loaders over data already sharded
+    per rank (`split_between_processes`, `.shard(...)`), loaders prepared in a same-file
+    helper, loaders from other files (unknown).
+
+    ## Example
+    ```python
+    train_dl = DataLoader(ds, batch_size=16, shuffle=True)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for batch in train_dl:
+        accelerator.backward(model(**batch).loss)
+    ```
+
+    ## Use instead
+    ```python
+    train_dl = DataLoader(ds, batch_size=16, shuffle=True)
+    model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+    for batch in train_dl:
+        accelerator.backward(model(**batch).loss)
+    ```
+    """
+
+    code = "AL201"
+    name = "unprepared-dataloader"
+    severity = "error"
+    summary = "a DataLoader iterated in a training/eval loop is never prepared; every rank sees the full dataset"
+
+    VALID = [
+        """
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+accelerator = Accelerator()
+train_dl = DataLoader(ds, batch_size=16, shuffle=True)
+model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+for batch in train_dl:
+    accelerator.backward(model(**batch).loss)
+""",
+        # prepared inside a same-file helper
+        """
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+accelerator = Accelerator()
+def build():
+    return accelerator.prepare(DataLoader(ds, shuffle=True))
+train_dl = build()
+model, optimizer = accelerator.prepare(model, optimizer)
+for batch in train_dl:
+    accelerator.backward(model(**batch).loss)
+""",
+        # a DistributedSampler already shards the data
+        """
+from accelerate import Accelerator
+from torch.utils.data import DataLoader, DistributedSampler
+accelerator = Accelerator()
+train_dl = DataLoader(ds, sampler=DistributedSampler(ds))
+model, optimizer = accelerator.prepare(model, optimizer)
+for batch in train_dl:
+    accelerator.backward(model(**batch).loss)
+""",
+    ]
+    INVALID = [
+        """
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+accelerator = Accelerator()
+train_dl = DataLoader(ds, batch_size=16, shuffle=True)
+model, optimizer = accelerator.prepare(model, optimizer)
+for step, batch in enumerate(train_dl):  # expect: AL201
+    accelerator.backward(model(**batch).loss)
+""",
+        # rebinding after prepare makes the name raw again
+        """
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+eval_dl = DataLoader(eval_ds, batch_size=8)
+for batch in eval_dl:  # expect: AL201
+    preds = model(**batch).logits.argmax(-1)
+    accelerator.gather_for_metrics(preds)
+""",
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for loop in model.index.loops:
+            if not isinstance(loop, cst.For):
+                continue
+            loader = _unwrap(loop.iter)
+            if loader is None:
+                continue
+            value = model.value_at(loader)
+            if value is None or value.prepared != NO or value.kind != "loader":
+                continue
+            origin = value.origin
+            if not (isinstance(origin, cst.Call) and (model.code(origin.func).split(".")[-1].endswith("DataLoader"))):
+                continue
+            if model.was_prepared(origin) or _already_sharded(model, origin):
+                continue
+            body_calls = model.calls_in(loop.body)
+            train = any(model.performs(c, "BACKWARD") for c in body_calls)
+            evaluates = train or any(_forwards_prepared_model(model, c) for c in body_calls)
+            if not evaluates:
+                continue
+            acc = model.accelerator_name_in(model.scope_of(loop))
+            name = model.code(loader)
+            if train:
+                message = (f"`{name}` is iterated in a training loop but never passed to `{acc}.prepare()`; every rank "
+                           f"trains on the full dataset, so N processes do the work of one")
+            else:
+                message = (f"`{name}` is iterated in an evaluation loop but never passed to `{acc}.prepare()`; every "
+                           f"rank evaluates the full dataset and gathered metrics count each sample N times")
+            yield Finding(loop.iter, message, None if train else "warning")
+
+
+def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    while isinstance(expr, cst.Call):
+        func = expr.func
+        fname = func.value if isinstance(func, cst.Name) else (func.attr.value if isinstance(func, cst.Attribute) else None)
+        if fname not in ("enumerate", "tqdm", "iter") or not expr.args:
+            return None
+        expr = expr.args[0].value
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        return expr
+    return None
+
+
+def _already_sharded(model: FileModel, loader_call: cst.Call) -> bool:
+    text = model.code(loader_call)
+    if "DistributedSampler" in text or "sampler=" in text and "Distributed" in text:
+        return True
+    for arg in loader_call.args:
+        if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
+            value = model.value_at(arg.value)
+            if value is not None and value.origin is not None and "Distributed" in model.code(value.origin):
+                return True
+    if loader_call.args:
+        data = loader_call.args[0].value
+        value = model.value_at(data)
+        src = model.code(value.origin) if value is not None and value.origin is not None else model.code(data)
+        if ".shard(" in src or "split_between_processes" in src:
+            return True
+    return False
+
+
+def _forwards_prepared_model(model: FileModel, call: cst.Call) -> bool:
+    func = call.func
+    target = func.value if isinstance(func, cst.Attribute) and func.attr.value == "generate" else func
+    value = model.value_at(target)
+    return value is not None and value.kind == "model" and value.prepared in (YES, MAYBE)

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..collectives import CKPT, END
+from ..model import FileModel
+from .base import Finding, Rule, describe_guard, quote
+
+
+class RankGatedCollective(Rule):
+    """A collective that only some ranks reach.
+
+    ## What it does
+    Counts, per rank class (main, local main, other ranks, last, `process_index == k`),
+    the collectives each function executes along every path -- `wait_for_everyone`,
+    `gather`, `gather_for_metrics`, `gather_object`, `reduce`, `broadcast`,
+    `pad_across_processes`, `check_trigger`, `accelerator.backward`, the
+    `torch.distributed` primitives, and same-file helpers that perform them -- and flags
+    the first op some classes execute and others do not: a collective under
+    `if accelerator.is_main_process:`, after `if not accelerator.is_main_process: return`,
+    inside an `@accelerator.on_main_process` function, or in one branch only.
+    Balanced branches (`if main: work(); wait() else: wait()`) and uniform conditions
+    (`sync_gradients`, step counters, `num_processes`, CLI arguments, gathered values) pass.
+
+    ## Why is this bad?
+    A collective completes only when every rank calls it. The ranks that skip it run on
+    into the next collective, or exit, while the others wait until the process-group
+    timeout: 10 minutes on NCCL, 30 on gloo, with a watchdog message that names neither
+    the line nor the missing rank.
+
+    ## Example
+    ```python
+    if accelerator.is_main_process:
+        preds = accelerator.gather_for_metrics(preds)
+        metric.add_batch(predictions=preds, references=refs)
+    ```
+
+    ## Use instead
+    ```python
+    preds = accelerator.gather_for_metrics(preds)
+    if accelerator.is_main_process:
+        metric.add_batch(predictions=preds, references=refs)
+    ```
+    """
+
+    code = "AL301"
+    name = "rank-gated-collective"
+    severity = "error"
+    summary = "a collective runs on some ranks only; the other ranks never reach it and the job hangs"
+    scope = "distributed"
+
+    VALID = [
+        # balanced barriers (docs/source/concept_guides/deferring_execution.md)
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+if accelerator.is_main_process:
+    load()
+else:
+    accelerator.wait_for_everyone()
+if not accelerator.is_main_process:
+    load()
+else:
+    accelerator.wait_for_everyone()
+""",
+        # collective after the guarded block; uniform conditions
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+for step, batch in enumerate(dl):
+    if accelerator.sync_gradients and step % 10 == 0:
+        accelerator.wait_for_everyone()
+    if accelerator.num_processes > 1:
+        losses = accelerator.gather(loss)
+if accelerator.is_main_process:
+    print("done")
+preds = accelerator.gather_for_metrics(preds)
+""",
+        # a condition on a gathered value is uniform
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+ppl = accelerator.gather_for_metrics(loss).mean()
+if best > ppl:
+    accelerator.wait_for_everyone()
+""",
+    ]
+    INVALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+if accelerator.is_main_process:
+    preds = accelerator.gather_for_metrics(preds)  # expect: AL301
+""",
+        # early exit, and a helper under a guard
+        """
+import torch.distributed as dist
+def evaluate(model):
+    return dist.all_reduce(model.loss)
+def main(accelerator):
+    if dist.get_rank() == 0:
+        evaluate(model)  # expect: AL301
+    if not accelerator.is_main_process:
+        return
+    accelerator.wait_for_everyone()  # expect: AL301
+""",
+        # `or` with a uniform term still diverges
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+@accelerator.on_main_process
+def log_all(x):
+    return accelerator.gather(x)  # expect: AL301
+""",
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for divergence in model.divergences:
+            op = divergence.op
+            if op.kind in (CKPT, END):
+                continue
+            yield Finding(
+                op.node,
+                f"{describe_op(model, op)} runs {describe_guard(model, op.guard)}; the other ranks never reach it "
+                f"and the job hangs until the process-group timeout",
+            )
+
+
+def describe_op(model: FileModel, op) -> str:
+    origin = model.code(op.origin.func) + "()"
+    if not op.chain:
+        return quote(model.code(op.node), 70)
+    chain = " → ".join(f"{name.split('.')[-1]}()" for name in op.chain)
+    return f"`{chain} → {origin}`"

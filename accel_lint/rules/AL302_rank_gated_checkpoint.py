@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from ..collectives import CKPT
+from ..model import FileModel
+from .base import Finding, Rule, describe_guard, quote
+
+_CONSEQUENCES = {
+    "save_state": "deadlocks under FSDP and DeepSpeed, and under DDP saves only rank 0's RNG state so a resume "
+    "silently skips it on the other ranks",
+    "load_state": "leaves the other ranks with stale weights under DDP and deadlocks under FSDP and DeepSpeed",
+    "save_model": "deadlocks under FSDP and DeepSpeed ZeRO-3, where gathering the weights needs every rank",
+    "get_state_dict": "deadlocks under FSDP and DeepSpeed ZeRO-3, where gathering the weights needs every rank",
+    "state_dict": "deadlocks under FSDP, where a full state dict is gathered on every rank",
+}
+
+
+class RankGatedCheckpoint(Rule):
+    """A checkpoint call that is collective on some backends, run on some ranks only.
+
+    ## What it does
+    Flags `save_state`, `load_state`, `save_model`, `get_state_dict` (also as an
+    argument, e.g. `save_pretrained(..., state_dict=accelerator.get_state_dict(m))`)
+    and a prepared model's `.state_dict()` when only some ranks reach them: under
+    `if accelerator.is_main_process:` (also `or distributed_type == DEEPSPEED`), after
+    an early exit, in an `@accelerator.on_main_process` function, or in a same-file
+    helper called under such a guard.
+
+    ## Why is this bad?
+    Under FSDP and DeepSpeed these calls gather shards from every rank, so a main-only
+    call deadlocks. Under DDP, a main-only `save_state` writes only
+    `random_states_0.pkl` and a later `load_state` silently skips the RNG and step
+    restore on the other ranks; a main-only `load_state` leaves them with stale weights.
+    `accelerator.save(...)`, and `torch.save` of a state dict computed on every rank,
+    are fine under the guard.
+
+    ## Example
+    ```python
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        accelerator.save_state(ckpt_dir)
+        shutil.copy("config.yaml", ckpt_dir)
+    ```
+
+    ## Use instead
+    ```python
+    accelerator.wait_for_everyone()
+    accelerator.save_state(ckpt_dir)          # every rank
+    if accelerator.is_main_process:
+        shutil.copy("config.yaml", ckpt_dir)
+    ```
+    """
+
+    code = "AL302"
+    name = "rank-gated-checkpoint"
+    severity = "error"
+    summary = "a checkpoint call (save_state, load_state, get_state_dict, ...) runs on some ranks only"
+    scope = "distributed"
+
+    VALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+accelerator.save_state("ckpt")
+state_dict = accelerator.get_state_dict(model)
+if accelerator.is_main_process:
+    accelerator.save(state_dict, "model.pt")
+    torch.save(state_dict, "copy.pt")
+accelerator.unwrap_model(model).save_pretrained(
+    "out", is_main_process=accelerator.is_main_process, state_dict=accelerator.get_state_dict(model)
+)
+""",
+    ]
+    INVALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+accelerator.wait_for_everyone()
+if accelerator.is_main_process:
+    accelerator.save_state("ckpt")  # expect: AL302
+""",
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+def save_checkpoint(path):
+    accelerator.save_state(path)
+for epoch in range(3):
+    if accelerator.is_main_process or accelerator.distributed_type == "DEEPSPEED":
+        save_checkpoint("ckpt")  # expect: AL302
+""",
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for divergence in model.divergences:
+            op = divergence.op
+            if op.kind != CKPT:
+                continue
+            method = op.origin.func.attr.value if isinstance(op.origin.func, cst.Attribute) else ""
+            consequence = _CONSEQUENCES.get(method, "deadlocks under FSDP and DeepSpeed")
+            what = quote(model.code(op.node), 70)
+            if op.chain:
+                what = f"{what} (which calls {quote(model.code(op.origin.func) + '()')})"
+            yield Finding(
+                op.node,
+                f"{what} runs {describe_guard(model, op.guard)} and {consequence}; call it on every rank and guard "
+                f"only plain file I/O",
+            )

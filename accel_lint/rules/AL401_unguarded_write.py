@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from ..model import FileModel
+from .base import Finding, Rule, quote
+
+_TEMP_HINTS = ("tempfile", "mkdtemp", "TemporaryDirectory", "NamedTemporaryFile", "devnull")
+
+
+class UnguardedWrite(Rule):
+    """A file write or delete that every rank performs on the same path.
+
+    ## What it does
+    Flags file-system mutations outside any rank-gated region of code that runs on every
+    rank: `torch.save`, `safetensors` `save_file`, `np.save`, `open(..., "w"|"a"|"x")`,
+    `Path.write_text`/`write_bytes`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
+    `unlink`/`rename`/`replace`, `df.to_csv`, and `save_pretrained` on tokenizers,
+    processors and configs (which, unlike transformers 5 models, do not gate themselves).
+    Not flagged: paths that contain the rank (`f"out_{accelerator.process_index}.pt"`),
+    writes inside `with accelerator.split_between_processes(...)`, temporary files,
+    helpers only called under a guard, `accelerator.save` and `save_state`.
+
+    ## Why is this bad?
+    Every rank writes or deletes the same path at once. On a shared file system that
+    gives corrupt checkpoints (`PytorchStreamReader failed reading zip archive`),
+    half-written JSON, and `FileNotFoundError`/`FileExistsError` during checkpoint
+    rotation.
+
+    ## Example
+    ```python
+    with open(os.path.join(out, "all_results.json"), "w") as f:
+        json.dump(results, f)
+    ```
+
+    ## Use instead
+    ```python
+    if accelerator.is_main_process:
+        with open(os.path.join(out, "all_results.json"), "w") as f:
+            json.dump(results, f)
+    ```
+    """
+
+    code = "AL401"
+    name = "unguarded-write"
+    severity = "warning"
+    summary = "a file write/delete runs on every rank against the same path"
+
+    VALID = [
+        """
+import json, torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+if accelerator.is_main_process:
+    with open("results.json", "w") as f:
+        json.dump({}, f)
+torch.save(state, f"random_states_{accelerator.process_index}.pkl")
+accelerator.save(state, "model.pt")
+def write_report(path):
+    open(path, "w").write("ok")
+if accelerator.is_local_main_process:
+    write_report("report.txt")
+with open("config.json") as f:
+    cfg = json.load(f)
+""",
+        # early return on non-main ranks guards the rest of the function
+        """
+import shutil
+from accelerate import Accelerator
+def rotate(accelerator, old):
+    if not accelerator.is_main_process:
+        return
+    shutil.rmtree(old)
+""",
+    ]
+    INVALID = [
+        """
+import json, torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+with open("all_results.json", "w") as f:  # expect: AL401
+    json.dump(results, f)
+torch.save(model.state_dict(), "model.pt")  # expect: AL401
+tokenizer.save_pretrained("out")  # expect: AL401
+""",
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for write in model.writes:
+            call = write.call
+            if model.rank_guard_of(call) is not None:
+                continue
+            scope = model.scope_of(call)
+            if not model.runs_on_every_rank(scope):
+                continue
+            if _rank_unique(model, call) or _inside_split(model, call):
+                continue
+            acc = model.accelerator_name_in(scope)
+            path = quote(model.code(write.path), 40) if write.path is not None else "its target"
+            yield Finding(
+                call,
+                f"`{write.what}` writes {path} on every rank at once, which corrupts or races on a shared file "
+                f"system; guard it with `if {acc}.is_main_process:` or use `{acc}.save()`",
+            )
+
+
+def _rank_unique(model: FileModel, call: cst.Call) -> bool:
+    """The path (any argument) mentions the rank, or a temporary location."""
+    for arg in call.args:
+        text = model.code(arg.value)
+        if any(h in text for h in _TEMP_HINTS) or "process_index" in text or "rank" in text.lower():
+            return True
+        for node in _names(arg.value):
+            if model.ranks.is_rank_dependent(node):
+                return True
+            value = model.value_at(node)
+            if value is not None and value.origin is not None and not isinstance(value.origin, cst.Param):
+                origin = model.code(value.origin)
+                if any(h in origin for h in _TEMP_HINTS) or "process_index" in origin or "rank" in origin.lower():
+                    return True
+    return False
+
+
+def _names(expr: cst.CSTNode):
+    stack = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.Name, cst.Attribute)):
+            yield n
+        stack.extend(n.children)
+
+
+def _inside_split(model: FileModel, call: cst.Call) -> bool:
+    for parent in model.ancestors(call):
+        if isinstance(parent, cst.With):
+            for item in parent.items:
+                if "split_between_processes" in model.code(item.item):
+                    return True
+    return False

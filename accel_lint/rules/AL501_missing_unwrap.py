@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from ..model import YES, FileModel
+from .base import Finding, Rule
+
+# nn.Module API (and DistributedDataParallel's own attributes) that the wrapper forwards or has
+_MODULE_API = frozenset({
+    "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+    "named_children", "modules", "named_modules", "zero_grad", "requires_grad_", "to", "cpu", "cuda",
+    "half", "float", "double", "bfloat16", "type", "apply", "forward", "load_state_dict", "add_module",
+    "register_module", "register_buffer", "register_parameter", "register_forward_hook",
+    "register_forward_pre_hook", "register_full_backward_hook", "register_backward_hook",
+    "register_full_backward_pre_hook", "register_load_state_dict_post_hook", "register_state_dict_pre_hook",
+    "get_submodule", "get_parameter", "get_buffer", "extra_repr", "training", "share_memory", "xpu",
+    "to_empty", "compile", "no_sync", "join", "register_comm_hook", "device", "dtype", "device_ids",
+    "output_device", "process_group", "backward", "step", "_get_name",
+})
+_EFFECTS = {
+    "state_dict": "prefixes every key with `module.` (loading it later fails with unexpected keys) and under "
+    "FSDP/ZeRO-3 returns sharded or empty weights",
+    "module": "exists only when the model is wrapped, so the same code crashes on one process",
+    "_orig_mod": "exists only when the model is compiled and unwrapped",
+}
+
+
+class MissingUnwrap(Rule):
+    """An attribute of the model on the DDP/FSDP/DeepSpeed wrapper that `prepare` returned.
+
+    ## What it does
+    On a prepared model, flags `.generate`, `.save_pretrained`, `.push_to_hub`, `.config`,
+    `.get_input_embeddings`, `.resize_token_embeddings`, `.gradient_checkpointing_enable`
+    and any other name outside the `nn.Module` API; `.state_dict()`; `.module` and
+    `._orig_mod`. Forward calls and `nn.Module` methods (`train`, `eval`, `parameters`,
+    ...) are fine, and so are models prepared with `evaluation_mode=True` or frozen
+    before `prepare`.
+
+    ## Why is this bad?
+    Under DDP the wrapper has none of the model's own attributes:
+    `AttributeError: 'DistributedDataParallel' object has no attribute 'generate'`.
+    Its `state_dict()` keys carry a `module.` prefix, so loading fails with
+    `Unexpected key(s) in state_dict`; under FSDP or ZeRO-3 the weights are sharded or
+    empty. Under a single process `prepare` returns the bare model, so tests pass.
+
+    ## Example
+    ```python
+    model = accelerator.prepare(model)
+    out = model.generate(**inputs)
+    torch.save(model.state_dict(), "w.pt")
+    ```
+
+    ## Use instead
+    ```python
+    model = accelerator.prepare(model)
+    out = accelerator.unwrap_model(model).generate(**inputs)
+    accelerator.save(accelerator.get_state_dict(model), "w.pt")
+    ```
+    """
+
+    code = "AL501"
+    name = "missing-unwrap"
+    severity = "warning"
+    summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
+
+    VALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+model.train()
+out = model(**batch)
+accelerator.unwrap_model(model).generate(**inputs)
+inner = getattr(model, "module", model)
+if accelerator.distributed_type == "MULTI_GPU":
+    inner = model.module
+""",
+        # preparing under a new name leaves the old name unwrapped
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+ddp_model = accelerator.prepare(model)
+model.save_pretrained("out")
+""",
+    ]
+    INVALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+model, optimizer = accelerator.prepare(model, optimizer)
+out = model.generate(**inputs)  # expect: AL501
+torch.save(model.state_dict(), "w.pt")  # expect: AL501
+""",
+        """
+import accelerate
+class Runner:
+    def __init__(self, model):
+        self.accelerator = accelerate.Accelerator()
+        self.model = self.accelerator.prepare(model)
+    def export(self):
+        return self.model.config  # expect: AL501
+""",
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for base_node, base in list(model.objects.values.items()):
+            node = model.index.parents.get(base_node)
+            if not isinstance(node, cst.Attribute) or node.value is not base_node:
+                continue
+            if base is None or base.prepared != YES or base.kind != "model" or base.not_wrapped:
+                continue
+            attr = node.attr.value
+            if attr in _MODULE_API or attr.startswith("__"):
+                continue
+            if attr == "module" and _under_backend_check(model, node):
+                continue
+            if _is_assignment_target(model, node):
+                continue
+            acc = model.accelerator_name_in(model.scope_of(node))
+            name = model.code(node.value)
+            effect = _EFFECTS.get(attr, f"has no `{attr}` (AttributeError under DDP, FSDP and DeepSpeed)")
+            if attr == "state_dict":
+                fix = f"`{acc}.get_state_dict({name})`"
+            else:
+                fix = f"`{acc}.unwrap_model({name}).{attr}`"
+            yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}")
+
+
+def _under_backend_check(model: FileModel, node: cst.CSTNode) -> bool:
+    for parent in model.ancestors(node):
+        if isinstance(parent, (cst.If, cst.IfExp)):
+            text = model.code(parent.test)
+            if "distributed_type" in text or "isinstance" in text or "hasattr" in text:
+                return True
+    return False
+
+
+def _is_assignment_target(model: FileModel, node: cst.CSTNode) -> bool:
+    parent = model.index.parents.get(node)
+    return isinstance(parent, cst.AssignTarget) or (isinstance(parent, (cst.AnnAssign, cst.AugAssign)) and parent.target is node)

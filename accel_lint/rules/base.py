@@ -1,0 +1,97 @@
+"""What every rule is: a code, a name, a severity, four-part docs, examples, and a query."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar, Iterable
+
+import libcst as cst
+
+from ..model import FileModel, Guard
+
+SEVERITIES = ("error", "warning", "info")
+DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rule's answer: the node to report, the message, and the severity if not the default."""
+
+    node: cst.CSTNode
+    message: str
+    severity: str | None = None
+
+
+class Rule:
+    """Base class. A rule module defines one subclass; registering it is importing it.
+
+    Class attributes:
+      ``code``, ``name`` (kebab-case), ``severity``, ``summary`` (the one-line message
+      shown by ``--list-rules``), ``scope`` ("accelerate": only files that use an
+      accelerator; "distributed": also plain ``torch.distributed`` files), and ``VALID``/
+      ``INVALID`` examples. In an INVALID example each reported line carries a
+      ``# expect: <CODE>`` comment; the suite checks both lists for every rule.
+    The docstring holds the four documentation sections of ``DOC_SECTIONS``.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[str]
+    summary: ClassVar[str]
+    scope: ClassVar[str] = "accelerate"
+    VALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[str]] = []
+
+    def applies_to(self, model: FileModel) -> bool:
+        if self.scope == "distributed":
+            return model.is_accelerate_file or model.uses_torch_distributed
+        return model.is_accelerate_file
+
+    def check(self, model: FileModel) -> Iterable[Finding]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def docs(cls) -> str:
+        return _dedent(cls.__doc__ or "")
+
+
+def _dedent(text: str) -> str:
+    lines = text.expandtabs().splitlines()
+    indents = [len(l) - len(l.lstrip()) for l in lines[1:] if l.strip()]
+    cut = min(indents) if indents else 0
+    return "\n".join([lines[0].strip()] + [l[cut:] for l in lines[1:]]).strip() + "\n"
+
+
+def quote(text: str, limit: int = 60) -> str:
+    """A code excerpt for a message, shortened on one line."""
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"`{text}`"
+
+
+def describe_guard(model: FileModel, guard: Guard | None) -> str:
+    """'where `accelerator.is_main_process` (line 86) is true' and the like."""
+    if guard is None:
+        return "on some ranks only"
+    line = model.line_of(guard.node)
+    if guard.how == "decorator":
+        return f"only on the ranks that `@{model.code(guard.condition)}` (line {line}) selects"
+    cond = quote(model.code(guard.condition))
+    if guard.how == "else":
+        return f"only where {cond} (line {line}) is false"
+    if guard.how == "early-exit":
+        return f"only on the ranks that pass the early exit on {cond} (line {line})"
+    return f"only where {cond} (line {line}) is true"
+
+
+def expected_lines(source: str, code: str) -> list[int]:
+    """Lines of an example marked ``# expect: CODE``."""
+    pattern = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+    out = []
+    for number, line in enumerate(source.splitlines(), 1):
+        m = pattern.search(line)
+        if m and code in [c.strip() for c in m.group(1).split(",")]:
+            out.append(number)
+    return out

@@ -1,0 +1,57 @@
+"""Every registered rule's VALID/INVALID examples and documentation, run as tests."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from accel_lint.config import Config
+from accel_lint.engine import lint_source
+from accel_lint.rules import all_rules
+from accel_lint.rules.base import DOC_SECTIONS, SEVERITIES, expected_lines
+
+RULES = all_rules()
+CONFIG = Config()
+
+
+def _cases(kind: str):
+    for rule in RULES:
+        for i, source in enumerate(getattr(rule, kind)):
+            yield pytest.param(rule, textwrap.dedent(source), id=f"{rule.code}-{kind.lower()}-{i}")
+
+
+def _lines(rule, source: str) -> list[int]:
+    result = lint_source(source, "example.py", CONFIG, [rule])
+    assert not result.errors, result.errors
+    return [d.line for d in result.diagnostics if d.code == rule.code]
+
+
+@pytest.mark.parametrize("rule,source", list(_cases("VALID")))
+def test_valid_example_is_clean(rule, source):
+    assert _lines(rule, source) == []
+
+
+@pytest.mark.parametrize("rule,source", list(_cases("INVALID")))
+def test_invalid_example_is_flagged_on_marked_lines(rule, source):
+    expected = expected_lines(source, rule.code)
+    assert expected, "an INVALID example must mark at least one line with '# expect: CODE'"
+    assert _lines(rule, source) == expected
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_rule_has_metadata_and_four_part_docs(rule):
+    assert rule.code.startswith("AL") and len(rule.code) == 5
+    assert rule.name == rule.name.lower() and " " not in rule.name
+    assert rule.severity in SEVERITIES
+    assert rule.summary and "\n" not in rule.summary
+    docs = rule.docs()
+    positions = [docs.find(section) for section in DOC_SECTIONS]
+    assert all(p >= 0 for p in positions), f"{rule.code} docs miss a section"
+    assert positions == sorted(positions)
+    assert rule.VALID and rule.INVALID
+
+
+def test_codes_and_names_are_unique():
+    assert len({r.code for r in RULES}) == len(RULES)
+    assert len({r.name for r in RULES}) == len(RULES)
