@@ -21,8 +21,18 @@ from .rules import Rule, all_rules
 from .suppressions import is_suppressed
 
 # A file that mentions none of these cannot hold a finding: every rule needs an
-# accelerator (any spelling contains "ccelerat") or torch.distributed.
-PREFILTER_TOKENS = (b"ccelerat", b"PartialState", b"distributed")
+# accelerator-like object (every source of one spells Accelerator, AcceleratorState,
+# PartialState, or a configured accelerator name such as `accelerator`) or an import of
+# torch.distributed. "accelerate" alone is not enough: diffusers mentions it in most
+# files for `is_accelerate_available`; nor is "distributed": every Apache header has it.
+PREFILTER_TOKENS = (b"ccelerator", b"PartialState", b"torch.distributed", b"import distributed")
+
+
+def may_have_findings(data: bytes, config: Config) -> bool:
+    """The cheap byte test run before parsing (documented in the README)."""
+    if any(token in data for token in PREFILTER_TOKENS):
+        return True
+    return any(name.encode() in data for name in config.accelerator_names)
 
 
 @dataclass
@@ -39,7 +49,7 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     if b"\x00" in data:
         result.errors.append(FileError(path, "binary file (contains NUL bytes); skipped"))
         return result
-    if not any(token in data for token in PREFILTER_TOKENS):
+    if not may_have_findings(data, config):
         return result
     enabled = [r for r in (rules if rules is not None else all_rules()) if config.is_enabled(r.code, path)]
     try:
@@ -63,7 +73,7 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     except Exception as exc:  # an analysis bug must not stop the run
         result.errors.append(FileError(path, _internal("building the model", exc), internal=True))
         return result
-    lines = module.code.splitlines()
+    lines = data.decode(module.encoding, errors="replace").splitlines()  # cheaper than module.code
     for rule_cls in enabled:
         if rule_cls.code == "AL001":
             continue

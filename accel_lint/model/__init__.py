@@ -160,16 +160,7 @@ class FileModel:
     # -- helpers for rules ----------------------------------------------------------------------
     def calls_in(self, node: cst.CSTNode) -> list[cst.Call]:
         """Calls lexically inside ``node``, outside nested functions and classes."""
-        out = []
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if n is not node and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            if isinstance(n, cst.Call):
-                out.append(n)
-            stack.extend(n.children)
-        return out
+        return self.index.calls_in(node)
 
     def performs(self, call: cst.Call, kind: str) -> bool:
         """Whether ``call`` is an op of ``kind``, directly or through same-file helpers."""

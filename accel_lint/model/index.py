@@ -40,6 +40,12 @@ class FileIndex(cst.CSTVisitor):
     def __init__(self, module: cst.Module) -> None:
         self.module = module
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        # libcst's ``children`` property re-visits the node each time it is read; the
+        # analyses walk subtrees many times, so the child lists are recorded once here.
+        self.children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+        self._loads: dict[cst.CSTNode, list[cst.BaseExpression]] = {}
+        self._calls_in: dict[cst.CSTNode, list[cst.Call]] = {}
+        self._post_order: dict[cst.CSTNode, list[cst.Call]] = {}
         self.imports = ImportMap()
         self.functions: dict[cst.FunctionDef, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
@@ -56,7 +62,9 @@ class FileIndex(cst.CSTVisitor):
     # generic parent bookkeeping -------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self._stack:
-            self.parents[node] = self._stack[-1]
+            parent = self._stack[-1]
+            self.parents[node] = parent
+            self.children.setdefault(parent, []).append(node)
         self._stack.append(node)
         return super().on_visit(node)
 
@@ -121,6 +129,54 @@ class FileIndex(cst.CSTVisitor):
             self.string_literals.add(node.value.strip("\"'"))
 
     # queries ---------------------------------------------------------------------
+    def walk(self, node: cst.CSTNode):
+        """Pre-order walk of ``node``'s subtree, not entering nested functions, classes, lambdas."""
+        stack = [node]
+        children = self.children
+        while stack:
+            n = stack.pop()
+            if n is not node and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            yield n
+            kids = children.get(n)
+            if kids:
+                stack.extend(reversed(kids))
+
+    def loads_in(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
+        """Every ``Name``/``Attribute`` inside ``node`` (outside nested scopes), cached."""
+        found = self._loads.get(node)
+        if found is None:
+            found = [n for n in self.walk(node) if isinstance(n, (cst.Name, cst.Attribute))]
+            self._loads[node] = found
+        return found
+
+    def calls_in(self, node: cst.CSTNode) -> list[cst.Call]:
+        """Every call inside ``node`` (outside nested scopes), in source order, cached."""
+        found = self._calls_in.get(node)
+        if found is None:
+            found = [n for n in self.walk(node) if isinstance(n, cst.Call)]
+            self._calls_in[node] = found
+        return found
+
+    def calls_post_order(self, node: cst.CSTNode) -> list[cst.Call]:
+        """Calls in evaluation order: arguments before the call that receives them (cached)."""
+        cached = self._post_order.get(node)
+        if cached is not None:
+            return cached
+        out: list[cst.Call] = []
+        children = self.children
+
+        def visit(n: cst.CSTNode) -> None:
+            for child in children.get(n, ()):
+                if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.IndentedBlock)):
+                    visit(child)
+            if isinstance(n, cst.Call):
+                out.append(n)
+
+        visit(node)
+        self._post_order[node] = out
+        return out
+
     def scope_of(self, node: cst.CSTNode) -> ScopeNode:
         """The innermost function (or the module) whose body contains ``node``."""
         parent = self.parents.get(node)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Iterator
 
 import libcst as cst
 
@@ -97,18 +96,6 @@ class FunctionSummary:
     return_exprs: list[cst.BaseExpression] = field(default_factory=list)
     params: dict[str, Value] = field(default_factory=dict)
     prepares_params: set[str] = field(default_factory=set)
-
-
-def iter_loads(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
-    """Every ``Name``/``Attribute`` read inside ``node``, without entering nested scopes."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(n, (cst.Name, cst.Attribute)):
-            yield n
-        stack.extend(reversed(n.children))
 
 
 def _kind_from_name(name: str | None) -> str | None:
@@ -310,7 +297,7 @@ class ObjectTracker:
 
     # -- statements ---------------------------------------------------------------
     def _record(self, node: cst.CSTNode, env: Env) -> None:
-        for expr in iter_loads(node):
+        for expr in self.index.loads_in(node):
             key = dotted_name(expr)
             if key is None:
                 continue
@@ -319,7 +306,7 @@ class ObjectTracker:
                 v = Value(is_acc=True, origin=expr)
             if v is not None:
                 self.values[expr] = v
-        for call in _iter_calls(node):
+        for call in self.index.calls_in(node):
             self._note_call(call, env)
 
     def _note_call(self, call: cst.Call, env: Env) -> None:
@@ -514,14 +501,3 @@ class ObjectTracker:
             if key:
                 env.pop(key, None)
         return env
-
-
-def _iter_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(n, cst.Call):
-            yield n
-        stack.extend(reversed(n.children))

@@ -102,6 +102,7 @@ class OpAnalysis:
         self._summaries: dict[tuple[ScopeNode, str], _Summary] = {}
         self._in_progress: set[tuple[ScopeNode, str]] = set()
         self._divergent: dict[ScopeNode, bool] = {}
+        self._rank_free: dict[ScopeNode, bool] = {}
         for scope in [self.index.module, *self.index.functions]:
             self._analyse_root(scope)
 
@@ -175,10 +176,36 @@ class OpAnalysis:
         return None
 
     # -- walking ----------------------------------------------------------------------------
+    def is_rank_free(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
+        """No rank-dependent condition, gating decorator or call to a rank-dependent helper:
+        every rank class walks it the same way, so one walk serves all classes."""
+        cached = self._rank_free.get(scope)
+        if cached is not None:
+            return cached
+        free = not (isinstance(scope, cst.FunctionDef) and self.decorator_guard(scope) is not None)
+        if free:
+            for node in self.index.walk(scope):
+                if isinstance(node, (cst.If, cst.While)) and self.ranks.is_rank_dependent(node.test):
+                    free = False
+                    break
+                if isinstance(node, cst.Call):
+                    target = self.index.resolve_call(node)
+                    if target is not None and target is not scope and target not in _seen:
+                        if not self.is_rank_free(target, _seen | {scope}):
+                            free = False
+                            break
+        if not _seen:
+            self._rank_free[scope] = free
+        return free
+
     def summary(self, scope: ScopeNode, cls: RankClass) -> _Summary:
         key = (scope, cls.name)
         if key in self._summaries:
             return self._summaries[key]
+        if cls is not self.ranks.classes[0] and self.is_rank_free(scope):
+            result = self.summary(scope, self.ranks.classes[0])
+            self._summaries[key] = result
+            return result
         if key in self._in_progress:
             return _Summary([], None)  # recursion: opaque
         self._in_progress.add(key)
@@ -210,6 +237,12 @@ class OpAnalysis:
 
     def _analyse_root(self, scope: ScopeNode) -> None:
         classes = self.ranks.classes
+        if self.is_rank_free(scope):
+            forks: list[Op] = []
+            _flatten(self.summary(scope, classes[0]).items, forks)
+            for op in {id(o.node): o for o in forks}.values():
+                self.divergences.append(Divergence(op, scope))
+            return
         seqs = {}
         found: dict[int, Op] = {}
         for cls in classes:
@@ -221,6 +254,8 @@ class OpAnalysis:
         base_kinds = _kinds(base)
         for cls in classes[1:]:
             other = seqs[cls.name]
+            if _kinds(other) == base_kinds:
+                continue
             matcher = SequenceMatcher(None, base_kinds, _kinds(other), autojunk=False)
             for tag, i1, i2, j1, j2 in matcher.get_opcodes():
                 if tag == "equal":
@@ -509,7 +544,7 @@ class _Walker:
 
     def _calls(self, node: cst.CSTNode, guard: Guard | None, items: list[Item], skip_sync_context: bool = False) -> None:
         """Calls in evaluation order (arguments before the call), outside nested scopes."""
-        for call in _calls_post_order(node):
+        for call in self.a.index.calls_post_order(node):
             self.a.visits.setdefault(call, set()).add(self.cls.name)
             if guard is not None:
                 self.a.guards.setdefault(call, guard)
@@ -525,18 +560,3 @@ class _Walker:
                 continue  # reported inside the callee; counting it again here would duplicate
             callee = self.a.summary(target, self.cls)
             items.extend(_relocate(callee.items, call, name, guard))
-
-
-def _calls_post_order(node: cst.CSTNode) -> list[cst.Call]:
-    out: list[cst.Call] = []
-
-    def visit(n: cst.CSTNode) -> None:
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.IndentedBlock)):
-            return
-        for child in n.children:
-            visit(child)
-        if isinstance(n, cst.Call):
-            out.append(n)
-
-    visit(node)
-    return out

@@ -154,17 +154,12 @@ class Trainer:
             value = model.value_at(call.func)
             if value is not None and value.kind == "model" and value.prepared in (YES, MAYBE):
                 return True
-        stack = [expr]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, (cst.Name, cst.Attribute)):
-                value = model.value_at(n)
-                if value is not None and isinstance(value.origin, cst.BaseExpression) and value.origin is not n:
-                    if value.kind == "model":
-                        continue
-                    if self._from_prepared_model(model, value.origin, depth + 1):
-                        return True
-            stack.extend(n.children)
+        for n in model.index.loads_in(expr):
+            value = model.value_at(n)
+            if value is None or value.kind == "model" or not isinstance(value.origin, cst.BaseExpression):
+                continue
+            if value.origin is not n and self._from_prepared_model(model, value.origin, depth + 1):
+                return True
         return False
 
     @staticmethod

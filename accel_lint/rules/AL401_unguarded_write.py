@@ -112,7 +112,7 @@ def _rank_unique(model: FileModel, call: cst.Call) -> bool:
         text = model.code(arg.value)
         if any(h in text for h in _TEMP_HINTS) or "process_index" in text or "rank" in text.lower():
             return True
-        for node in _names(arg.value):
+        for node in model.index.loads_in(arg.value):
             if model.ranks.is_rank_dependent(node):
                 return True
             value = model.value_at(node)
@@ -121,15 +121,6 @@ def _rank_unique(model: FileModel, call: cst.Call) -> bool:
                 if any(h in origin for h in _TEMP_HINTS) or "process_index" in origin or "rank" in origin.lower():
                     return True
     return False
-
-
-def _names(expr: cst.CSTNode):
-    stack = [expr]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (cst.Name, cst.Attribute)):
-            yield n
-        stack.extend(n.children)
 
 
 def _inside_split(model: FileModel, call: cst.Call) -> bool:
