@@ -205,14 +205,7 @@ class FileIndex(cst.CSTVisitor):
         func = call.func
         scope = self.scope_of(call)
         if isinstance(func, cst.Name):
-            name = func.value
-            s: ScopeNode | None = scope
-            while isinstance(s, cst.FunctionDef):
-                found = self.nested_functions.get(s, {}).get(name)
-                if found is not None:
-                    return found
-                s = self.functions[s].parent_scope
-            return self.module_functions.get(name)
+            return self.resolve_function_name(func.value, scope)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             owner = func.value.value
             if owner in ("self", "cls"):
@@ -224,6 +217,16 @@ class FileIndex(cst.CSTVisitor):
             if cls is not None:
                 return self._method(cls, func.attr.value)
         return None
+
+    def resolve_function_name(self, name: str, scope: ScopeNode) -> cst.FunctionDef | None:
+        """The same-file ``def`` a bare name refers to from ``scope`` (nested, then module level)."""
+        s: ScopeNode | None = scope
+        while isinstance(s, cst.FunctionDef):
+            found = self.nested_functions.get(s, {}).get(name)
+            if found is not None:
+                return found
+            s = self.functions[s].parent_scope
+        return self.module_functions.get(name)
 
     def _method(self, cls: ClassInfo, name: str, depth: int = 0) -> cst.FunctionDef | None:
         if name in cls.methods:

@@ -70,6 +70,7 @@ class Fork:
 
 
 Item = Union[Op, Choice, Loop, Fork]
+OPAQUE = "OPAQUE"  # collectives the analysis cannot place (callbacks): no finding in that scope
 EXIT_FUNCTION_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 
 
@@ -103,6 +104,7 @@ class OpAnalysis:
         self._in_progress: set[tuple[ScopeNode, str]] = set()
         self._divergent: dict[ScopeNode, bool] = {}
         self._rank_free: dict[ScopeNode, bool] = {}
+        self._component = _strongly_connected(self.index)
         for scope in [self.index.module, *self.index.functions]:
             self._analyse_root(scope)
 
@@ -219,7 +221,7 @@ class OpAnalysis:
             body = scope.body.body if isinstance(scope.body, cst.IndentedBlock) else scope.body.body
         else:
             body = scope.body
-        items, exit_ = ([], None) if skip else _Walker(self, cls).block(list(body), guard)
+        items, exit_ = ([], None) if skip else _Walker(self, cls, scope).block(list(body), guard)
         result = _Summary(items, exit_)
         self._in_progress.discard(key)
         self._summaries[key] = result
@@ -252,6 +254,8 @@ class OpAnalysis:
                 found.setdefault(id(op.node), op)
         base = seqs[classes[0].name]
         base_kinds = _kinds(base)
+        if any(OPAQUE in _kinds(seq) for seq in seqs.values()):
+            return  # unknown means no finding
         for cls in classes[1:]:
             other = seqs[cls.name]
             if _kinds(other) == base_kinds:
@@ -265,6 +269,12 @@ class OpAnalysis:
                         found.setdefault(id(op.node), op)
         for op in found.values():
             self.divergences.append(Divergence(op, scope))
+
+    def same_cycle(self, caller: ScopeNode, callee: cst.FunctionDef) -> bool:
+        """Whether ``callee`` can call back into ``caller`` (same strongly connected component)."""
+        return callee is caller or (
+            caller in self._component and self._component.get(caller) == self._component.get(callee)
+        )
 
     def kinds_performed(self, fn: cst.FunctionDef) -> set[str]:
         """Op kinds a same-file function performs on any rank class (helpers included)."""
@@ -304,6 +314,60 @@ class OpAnalysis:
                 if target is not None:
                     self._sites.setdefault(target, []).append(call)
         return self._sites.get(fn, [])
+
+
+def _strongly_connected(index: FileIndex) -> dict[ScopeNode, int]:
+    """Component number of every function in a same-file call cycle (Tarjan, iterative)."""
+    graph: dict[ScopeNode, list[cst.FunctionDef]] = {}
+    for call in index.calls:
+        target = index.resolve_call(call)
+        if target is not None:
+            graph.setdefault(index.scope_of(call), []).append(target)
+    order: dict[ScopeNode, int] = {}
+    low: dict[ScopeNode, int] = {}
+    stack: list[ScopeNode] = []
+    on_stack: set[ScopeNode] = set()
+    component: dict[ScopeNode, int] = {}
+    counter = 0
+    for root in graph:
+        if root in order:
+            continue
+        work = [(root, iter(graph.get(root, ())))]
+        order[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in order:
+                    order[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph.get(child, ()))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], order[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == order[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member is node:
+                        break
+                if len(members) > 1:
+                    for member in members:
+                        component[member] = order[node]
+    return component
 
 
 def _kinds(tokens: list[tuple[str, Op | None]]) -> list[str]:
@@ -388,9 +452,10 @@ def _combine_exits(a: str | None, b: str | None) -> str | None:
 class _Walker:
     """Walks one scope for one rank class, producing its op items."""
 
-    def __init__(self, analysis: OpAnalysis, cls: RankClass) -> None:
+    def __init__(self, analysis: OpAnalysis, cls: RankClass, scope: ScopeNode) -> None:
         self.a = analysis
         self.cls = cls
+        self.scope = scope
 
     def block(self, stmts: list, guard: Guard | None) -> tuple[list[Item], str | None]:
         items: list[Item] = []
@@ -552,9 +617,16 @@ class _Walker:
             if kind is not None:
                 items.append(Op(kind, call, call, (), guard))
                 continue
+            for arg in call.args:
+                # a same-file function handed to other code (a callback) runs its collectives
+                # where the analysis cannot see: the scope's sequences become unknown
+                if isinstance(arg.value, cst.Name):
+                    callback = self.a.index.resolve_function_name(arg.value.value, self.scope)
+                    if callback is not None and callback is not self.scope and self.a.kinds_performed(callback):
+                        items.append(Op(OPAQUE, call, call, (), guard))
             target = self.a.index.resolve_call(call)
-            if target is None:
-                continue
+            if target is None or self.a.same_cycle(self.scope, target):
+                continue  # unknown callee, or recursion: opaque, the same way from every entry point
             name = self.a.index.functions[target].qualname
             if self.a.is_divergent(target):
                 continue  # reported inside the callee; counting it again here would duplicate

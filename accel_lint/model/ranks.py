@@ -167,6 +167,9 @@ class RankEvaluator:
         if isinstance(expr, cst.Attribute):
             if attr in ("is_main_process", "is_world_process_zero"):
                 return cls.pi == 0
+            if attr in ("should_save", "should_log") and (dotted_name(expr.value) or "").endswith("args"):
+                # transformers' TrainingArguments: true on the main process (per node with save_on_each_node)
+                return cls.pi == 0
             if attr in ("is_local_main_process", "is_local_process_zero"):
                 return cls.li == 0
             if attr == "is_last_process":
@@ -180,7 +183,11 @@ class RankEvaluator:
         value = self.objects.values.get(expr)
         origin = value.origin if value is not None else None
         if isinstance(origin, cst.BaseExpression) and origin is not expr:
-            return self._eval(origin, cls, depth)
+            # Follow a binding only for rank-derived values: a constant it was once assigned
+            # (`self.best = None`) says nothing about its value here.
+            result = self._eval(origin, cls, depth)
+            if result is UNIFORM or result is FORK or result is OTHER or self._is_rank_atom(origin):
+                return result
         return UNIFORM
 
     def _eval_call(self, call: cst.Call, cls: RankClass, depth: int) -> Any:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import re
+
 import libcst as cst
 
 from ..model import FileModel
@@ -95,7 +97,7 @@ tokenizer.save_pretrained("out")  # expect: AL401
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope):
                 continue
-            if _rank_unique(model, call) or _inside_split(model, call):
+            if _rank_unique(model, call, 0) or _inside_split(model, call) or _single_process_branch(model, call):
                 continue
             acc = model.accelerator_name_in(scope)
             path = quote(model.code(write.path), 40) if write.path is not None else "its target"
@@ -106,20 +108,38 @@ tokenizer.save_pretrained("out")  # expect: AL401
             )
 
 
-def _rank_unique(model: FileModel, call: cst.Call) -> bool:
-    """The path (any argument) mentions the rank, or a temporary location."""
-    for arg in call.args:
-        text = model.code(arg.value)
+def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:
+    """The path (any argument), or what its names were assigned from, mentions the rank
+    or a temporary location."""
+    if depth > 6:
+        return False
+    exprs = [a.value for a in node.args] if isinstance(node, cst.Call) and depth == 0 else [node]
+    for expr in exprs:
+        text = model.code(expr)
         if any(h in text for h in _TEMP_HINTS) or "process_index" in text or "rank" in text.lower():
             return True
-        for node in model.index.loads_in(arg.value):
-            if model.ranks.is_rank_dependent(node):
+        for name in model.index.loads_in(expr):
+            if model.ranks.is_rank_dependent(name):
                 return True
-            value = model.value_at(node)
-            if value is not None and value.origin is not None and not isinstance(value.origin, cst.Param):
-                origin = model.code(value.origin)
-                if any(h in origin for h in _TEMP_HINTS) or "process_index" in origin or "rank" in origin.lower():
+            value = model.value_at(name)
+            if value is not None and isinstance(value.origin, cst.BaseExpression) and value.origin is not name:
+                if _rank_unique(model, value.origin, depth + 1):
                     return True
+    return False
+
+
+_SINGLE_PROCESS = re.compile(
+    r"(world_size|num_processes)\s*(<=\s*1|==\s*1|<\s*2)\b|distributed_type\s*==\s*(DistributedType\.)?\W?NO\b"
+)
+
+
+def _single_process_branch(model: FileModel, call: cst.Call) -> bool:
+    """Inside the body of `if world_size <= 1:` and the like: only one process writes."""
+    child: cst.CSTNode = call
+    for parent in model.ancestors(call):
+        if isinstance(parent, cst.If) and child is parent.body and _SINGLE_PROCESS.search(model.code(parent.test)):
+            return True
+        child = parent
     return False
 
 
