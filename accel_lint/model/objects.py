@@ -247,8 +247,9 @@ class ObjectTracker:
             owner = self.value_of(func.value, env)
             method = func.attr.value
             if owner is not None and owner.is_acc:
-                if method in PREPARE_METHODS and len(call.args) == 1 and not call.args[0].star:
-                    return self._prepared(call, call.args[0].value, PREPARE_METHODS[method], env)
+                positional = [a for a in call.args if a.keyword is None]
+                if method in PREPARE_METHODS and len(positional) == 1 and not positional[0].star:
+                    return self._prepared(call, positional[0].value, PREPARE_METHODS[method], env)
                 if method == "unwrap_model" and call.args:
                     inner = self.value_of(call.args[0].value, env)
                     return Value(kind="model", unwrapped=True, origin=call, frozen=bool(inner and inner.frozen))
@@ -384,9 +385,10 @@ class ObjectTracker:
         multi_prepare = None
         if call is not None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare":
             owner = self.value_of(call.func.value, env)
-            if owner is not None and owner.is_acc and len(call.args) > 1:
-                if all(not a.star for a in call.args):
-                    multi_prepare = [self._prepared(call, a.value, None, env) for a in call.args]
+            positional = [a for a in call.args if a.keyword is None]
+            if owner is not None and owner.is_acc and len(positional) > 1:
+                if all(not a.star for a in positional):
+                    multi_prepare = [self._prepared(call, a.value, None, env) for a in positional]
                 else:
                     multi_prepare = []
         for target in targets:
@@ -450,7 +452,7 @@ class ObjectTracker:
             for item in stmt.items:
                 self._record(item.item, env)
                 if item.asname is not None:
-                    self._bind(item.asname.name, None, env)
+                    self._bind(item.asname.name, Value(origin=item.item), env)
             return self._block(stmt.body.body, env)
         if isinstance(stmt, cst.Try):
             body_end = self._block(stmt.body.body, dict(env))
