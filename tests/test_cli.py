@@ -1,0 +1,243 @@
+"""The command line: exit codes, selection, formats, configuration, suppressions, bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from accel_lint import __version__
+from accel_lint.cli import main
+from conftest import FIXTURES, run_cli
+
+BAD = """\
+from accelerate import Accelerator
+accelerator = Accelerator()
+model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+for batch in dl:
+    loss = model(**batch).loss
+    loss.backward()
+    optimizer.step()
+if accelerator.is_main_process:
+    accelerator.wait_for_everyone()
+"""
+
+
+def invoke(*args, cwd=None):
+    runner = CliRunner()
+    old = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        return runner.invoke(main, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def test_text_output_lines_summary_and_exit_code(write, tmp_path):
+    path = write("train.py", BAD)
+    result = invoke(str(path))
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith(f"{path}:6:5: AL101 `loss.backward()` bypasses `accelerator.backward()`")
+    assert lines[1].startswith(f"{path}:9:5: AL301 `accelerator.wait_for_everyone()` runs only where")
+    assert "(line 8)" in lines[1] and "hangs" in lines[1]
+    assert lines[-1] == "Found 2 problems (2 errors) in 1 file."
+    assert result.exit_code == 1
+
+
+def test_clean_file_exits_zero(write):
+    path = write("ok.py", "from accelerate import Accelerator\naccelerator = Accelerator()\n")
+    result = invoke(str(path))
+    assert result.exit_code == 0
+    assert result.output.strip() == "All checks passed."
+
+
+def test_exit_zero_quiet_and_statistics(write):
+    path = write("train.py", BAD)
+    assert invoke(str(path), "--exit-zero").exit_code == 0
+    quiet = invoke(str(path), "-q")
+    assert "Found" not in quiet.output and quiet.output.count("\n") == 2
+    stats = invoke(str(path), "--statistics", "-q")
+    assert "    1  AL101  raw-backward" in stats.output and "    1  AL301  rank-gated-collective" in stats.output
+
+
+@pytest.mark.parametrize(
+    "flags,codes",
+    [
+        (["--select", "AL3"], ["AL301"]),
+        (["--select", "AL101"], ["AL101"]),
+        (["--ignore", "AL1"], ["AL301"]),
+        (["--select", "AL3", "--extend-select", "AL101"], ["AL101", "AL301"]),
+        (["--select", "AL1,AL3", "--ignore", "AL301"], ["AL101"]),
+    ],
+)
+def test_select_ignore_by_code_and_prefix(write, flags, codes):
+    path = write("train.py", BAD)
+    result = invoke(str(path), "--output-format", "json", *flags)
+    assert [f["code"] for f in json.loads(result.output)] == codes
+
+
+def test_json_fields(write):
+    path = write("train.py", BAD)
+    findings = json.loads(invoke(str(path), "--output-format", "json").output)
+    first = findings[0]
+    assert set(first) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message"}
+    assert (first["line"], first["column"], first["end_line"], first["end_column"]) == (6, 5, 6, 20)
+    assert (first["code"], first["name"], first["severity"]) == ("AL101", "raw-backward", "error")
+
+
+def test_usage_errors_exit_2(write, tmp_path):
+    path = write("train.py", BAD)
+    assert invoke(str(path), "--select", "XYZ").exit_code == 2
+    assert invoke(str(path), "--select", "AL9").exit_code == 2
+    missing = invoke(str(tmp_path / "nope.py"))
+    assert missing.exit_code == 2
+    assert "nope.py: no such file or directory" in missing.output
+
+
+def test_version_list_rules_explain():
+    assert __version__ in invoke("--version").output
+    listing = invoke("--list-rules").output
+    for code in ("AL001", "AL101", "AL201", "AL301", "AL302", "AL401", "AL501"):
+        assert code in listing
+    docs = invoke("--explain", "AL301").output
+    assert docs.startswith("# AL301 rank-gated-collective (error)")
+    for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+        assert section in docs
+    assert invoke("--explain", "rank-gated-collective").output == docs
+    assert invoke("--explain", "AL999").exit_code == 2
+
+
+def test_noqa_bare_code_and_name(write):
+    text = BAD.replace("loss.backward()", "loss.backward()  # noqa: AL101").replace(
+        "accelerator.wait_for_everyone()", "accelerator.wait_for_everyone()  # noqa: rank-gated-collective"
+    )
+    assert invoke(str(write("a.py", text))).exit_code == 0
+    other_code = BAD.replace("loss.backward()", "loss.backward()  # noqa: AL301")
+    assert "AL101" in invoke(str(write("b.py", other_code))).output
+    bare = BAD.replace("loss.backward()", "loss.backward()  # noqa")
+    assert "AL101" not in invoke(str(write("c.py", bare))).output
+
+
+def test_directory_walk_default_excludes_and_globs(write, tmp_path):
+    write("pkg/train.py", BAD)
+    write("pkg/.venv/lib/site.py", BAD)
+    write("pkg/build/gen.py", BAD)
+    write("pkg/__pycache__/x.py", BAD)
+    write("pkg/legacy/old.py", BAD)
+    write("pkg/notes.txt", BAD)
+    result = json.loads(invoke(str(tmp_path / "pkg"), "--output-format", "json").output)
+    assert sorted({os.path.relpath(f["path"], tmp_path) for f in result}) == ["pkg/legacy/old.py", "pkg/train.py"]
+    result = json.loads(invoke(str(tmp_path / "pkg"), "--output-format", "json", "--extend-exclude", "legacy").output)
+    assert {os.path.relpath(f["path"], tmp_path) for f in result} == {"pkg/train.py"}
+    result = json.loads(invoke(str(tmp_path / "pkg"), "--output-format", "json", "--exclude", "train.py").output)
+    paths = {os.path.relpath(f["path"], tmp_path) for f in result}
+    assert "pkg/.venv/lib/site.py" in paths and "pkg/train.py" not in paths
+
+
+def test_default_path_is_current_directory(write, tmp_path):
+    write("train.py", BAD)
+    result = invoke("--output-format", "json", cwd=tmp_path)
+    assert [f["code"] for f in json.loads(result.output)] == ["AL101", "AL301"]
+
+
+def test_pyproject_configuration_and_cli_precedence(write, tmp_path):
+    write("src/train.py", BAD)
+    write("src/vendored/copy.py", BAD)
+    write("tests/test_x.py", BAD)
+    write(
+        "pyproject.toml",
+        '[tool.accel-lint]\nignore = ["AL101"]\nextend-exclude = ["vendored"]\n'
+        '[tool.accel-lint.per-file-ignores]\n"tests/*" = ["AL3"]\n',
+    )
+    result = json.loads(invoke("--output-format", "json", cwd=tmp_path).output)
+    assert [(f["path"], f["code"]) for f in result] == [("src/train.py", "AL301")]
+    # CLI flags win: select replaces the configured set
+    result = json.loads(invoke("--output-format", "json", "--select", "AL1", cwd=tmp_path).output)
+    assert result == []
+    result = json.loads(invoke("--output-format", "json", "--select", "AL101", "src", cwd=tmp_path).output)
+    assert [f["code"] for f in result] == ["AL101"]
+
+
+def test_bad_pyproject_is_a_usage_error(write, tmp_path):
+    write("train.py", BAD)
+    write("pyproject.toml", "[tool.accel-lint]\nselekt = ['AL1']\n")
+    result = invoke(cwd=tmp_path)
+    assert result.exit_code == 2
+    assert "unknown [tool.accel-lint] keys: selekt" in result.output
+
+
+def test_syntax_error_is_AL001_and_the_run_continues(write, tmp_path):
+    write("a_broken.py", "from accelerate import Accelerator\ndef train(:\n    pass\n")
+    write("b_train.py", BAD)
+    findings = json.loads(invoke(str(tmp_path), "--output-format", "json").output)
+    assert [(os.path.basename(f["path"]), f["line"], f["code"]) for f in findings] == [
+        ("a_broken.py", 2, "AL001"),
+        ("b_train.py", 6, "AL101"),
+        ("b_train.py", 9, "AL301"),
+    ]
+
+
+def test_unreadable_binary_and_undecodable_files_are_reported_and_skipped(write, tmp_path):
+    write("binary.py", b"accelerator\x00\x01\x02")
+    write("latin.py", "accelerator = 1  # caf\xe9\n".encode("latin-1"))
+    write("cookie.py", "# -*- coding: latin-1 -*-\naccelerator = 'caf\xe9'\n".encode("latin-1"))
+    write("z_train.py", BAD)
+    locked = write("locked.py", BAD)
+    locked.chmod(0)
+    try:
+        result = invoke(str(tmp_path))
+    finally:
+        locked.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    out = result.output
+    assert "binary.py: binary file (contains NUL bytes); skipped" in out
+    assert "latin.py: cannot decode" in out
+    assert "cookie.py" not in out  # a coding cookie makes it readable
+    if os.geteuid() != 0:  # root reads anything
+        assert "locked.py: cannot read: Permission denied; skipped" in out
+    assert "z_train.py:6:5: AL101" in out
+    assert result.exit_code == 2
+
+
+def test_internal_error_names_file_and_rule_and_others_continue(write, tmp_path, monkeypatch):
+    from accel_lint.rules.AL501_missing_unwrap import MissingUnwrap
+
+    def boom(self, model):
+        raise RuntimeError("kaboom")
+        yield
+
+    monkeypatch.setattr(MissingUnwrap, "check", boom)
+    path = write("train.py", BAD)
+    result = invoke(str(path))
+    assert f"{path}: internal error in AL501: RuntimeError: kaboom" in result.output
+    assert "AL101" in result.output and "AL301" in result.output
+    assert result.exit_code == 2
+
+
+def test_python_dash_m_and_console_script(write, tmp_path):
+    path = write("train.py", BAD)
+    proc = run_cli(str(path))
+    assert proc.returncode == 1 and "AL101" in proc.stdout
+    script = os.path.join(os.path.dirname(sys.executable), "accel-lint")
+    if os.path.exists(script):
+        import subprocess
+
+        proc = subprocess.run([script, str(FIXTURES / "al301_rank_gated_collective_good.py")], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_linter_never_imports_torch_or_accelerate(write):
+    import subprocess
+
+    path = write("train.py", BAD)
+    code = (
+        "import sys; from accel_lint.cli import main\n"
+        "try:\n    main([%r])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules and 'accelerate' not in sys.modules, 'heavy import'\n" % str(path)
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
