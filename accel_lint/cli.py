@@ -89,7 +89,9 @@ def _apply_flags(config: Config, select, extend_select, ignore, exclude, extend_
     for codes, flag in ((sel, "--select"), (ext, "--extend-select"), (ign, "--ignore")):
         _check_codes(codes, flag)
     if sel:
-        config = replace(config, select=sel)
+        # as in ruff, a selection on the command line starts a new layer: the configured
+        # select and ignore no longer apply (per-file-ignores still do)
+        config = replace(config, select=sel, ignore=())
     if ext:
         config = replace(config, select=config.select + ext)
     if ign:
