@@ -156,8 +156,10 @@ def test_pyproject_configuration_and_cli_precedence(write, tmp_path):
     )
     result = json.loads(invoke("--output-format", "json", cwd=tmp_path).output)
     assert [(f["path"], f["code"]) for f in result] == [("src/train.py", "AL301")]
-    # CLI flags win: select replaces the configured set
+    # CLI flags win: --select starts a new layer (the configured ignore no longer applies), as in ruff
     result = json.loads(invoke("--output-format", "json", "--select", "AL1", cwd=tmp_path).output)
+    assert [(f["path"], f["code"]) for f in result] == [("src/train.py", "AL101"), ("tests/test_x.py", "AL101")]
+    result = json.loads(invoke("--output-format", "json", "--ignore", "AL3", cwd=tmp_path).output)
     assert result == []
     result = json.loads(invoke("--output-format", "json", "--select", "AL101", "src", cwd=tmp_path).output)
     assert [f["code"] for f in result] == ["AL101"]
