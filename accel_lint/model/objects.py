@@ -49,6 +49,7 @@ class Value:
     not_wrapped: bool = False  # prepared with evaluation_mode=True, or frozen before prepare
     frozen: bool = False
     prepared_at: cst.CSTNode | None = None  # the prepare call
+    container: bool = False  # a list/dict of such objects (from a comprehension over prepare)
 
 
 def merge(a: Value | None, b: Value | None) -> Value | None:
@@ -228,16 +229,28 @@ class ObjectTracker:
             return v
         if isinstance(expr, cst.Call):
             return self._call_value(expr, env)
-        if isinstance(expr, (cst.Subscript,)):
+        if isinstance(expr, cst.Subscript):
+            base = self.value_of(expr.value, env)
+            if base is not None and base.container:
+                return replace(base, container=False, origin=expr)
+            return None
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+            if isinstance(element, cst.Call):
+                inner = self._call_value(element, env)
+                if inner is not None and inner.prepared == YES:
+                    return replace(inner, container=True, origin=expr)
             return None
         return None
 
     def is_acc_constructor(self, call: cst.Call) -> bool:
         name = dotted_name(call.func)
-        if name is None or name.split(".")[-1] not in ACC_CONSTRUCTORS:
+        if name is None:
             return False
         qual = self.index.imports.qualify(name)
-        return qual is None or qual.startswith("accelerate")
+        if qual is not None:  # imported: `from accelerate import Accelerator as A` counts, a look-alike does not
+            return qual.startswith("accelerate") and qual.split(".")[-1] in ACC_CONSTRUCTORS
+        return name.split(".")[-1] in ACC_CONSTRUCTORS
 
     def _call_value(self, call: cst.Call, env: Env) -> Value | None:
         if self.is_acc_constructor(call):
@@ -393,10 +406,20 @@ class ObjectTracker:
                     multi_prepare = []
         for target in targets:
             if multi_prepare is not None and isinstance(target, (cst.Tuple, cst.List)):
-                elems = target.elements
-                if len(elems) == len(multi_prepare) and not any(isinstance(e, cst.StarredElement) for e in elems):
+                elems = list(target.elements)
+                stars = [i for i, e in enumerate(elems) if isinstance(e, cst.StarredElement)]
+                if not stars and len(elems) == len(multi_prepare):
                     for el, v in zip(elems, multi_prepare):
                         self._bind(el.value, v, env)
+                    continue
+                if len(stars) == 1 and len(elems) - 1 <= len(multi_prepare):
+                    star = stars[0]
+                    after = len(elems) - star - 1
+                    for el, v in zip(elems[:star], multi_prepare):
+                        self._bind(el.value, v, env)
+                    for el, v in zip(elems[star + 1 :], multi_prepare[len(multi_prepare) - after :]):
+                        self._bind(el.value, v, env)
+                    self._bind(elems[star].value, None, env)
                     continue
                 self._bind(target, None, env)
                 continue
@@ -479,6 +502,12 @@ class ObjectTracker:
         return env
 
     def _iter_value(self, it: cst.BaseExpression, env: Env) -> Value | None:
+        """The loop variable of ``for x in <container of prepared objects>`` (or its ``.values()``)."""
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "values":
+            it = it.func.value
+        base = self.value_of(it, env)
+        if base is not None and base.container:
+            return replace(base, container=False, origin=None)
         return None
 
     def _small(self, small: cst.BaseSmallStatement, env: Env) -> Env | None:

@@ -1,0 +1,384 @@
+"""The semantic model, query by query: accelerators, prepared objects, rank regions, collectives."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from accel_lint.model import NO, YES, MAYBE, FileModel
+
+
+def build(source: str) -> FileModel:
+    return FileModel(cst.parse_module(textwrap.dedent(source)))
+
+
+def reads(model: FileModel, text: str, line: int | None = None) -> list[cst.CSTNode]:
+    """Name/attribute reads whose source is ``text`` (optionally on one line)."""
+    found = []
+    for node in model.objects.values:
+        if model.code(node) == text and (line is None or model.line_of(node) == line):
+            found.append(node)
+    return found
+
+
+def value_at(model: FileModel, text: str, line: int):
+    nodes = reads(model, text, line)
+    assert nodes, f"no read of {text} on line {line}"
+    return model.value_at(nodes[0])
+
+
+def calls(model: FileModel, text: str) -> list[cst.Call]:
+    return [c for c in model.index.calls if model.code(c.func) == text]
+
+
+# -- accelerators ---------------------------------------------------------------------------
+
+ACC_SOURCE = """
+import accelerate
+import accelerate as acc_mod
+from accelerate import Accelerator as A
+from accelerate.state import AcceleratorState
+from accelerate import PartialState
+from accelerate import Accelerator
+
+a = A()
+b = accelerate.Accelerator()
+c = acc_mod.PartialState()
+s = AcceleratorState()
+alias = a
+st = a.state
+
+def make():
+    return Accelerator()
+
+made = make()
+
+class Runner:
+    def setup(self):
+        self.acc = Accelerator()
+    def run(self):
+        return self.acc
+
+def helper(accelerator):
+    return accelerator
+
+def typed(x: Accelerator, y: "int"):
+    return x, y
+
+a, b, c, s, alias, st, made
+idx = PartialState().process_index
+"""
+
+
+@pytest.mark.parametrize("name,line", [("a", 33), ("b", 33), ("c", 33), ("s", 33), ("alias", 33), ("st", 33),
+                                       ("made", 33), ("self.acc", 25), ("accelerator", 28), ("x", 31)])
+def test_accelerator_like_expressions(name, line):
+    model = build(ACC_SOURCE)
+    assert value_at(model, name, line).is_acc
+    assert model.is_accelerate_file
+
+
+def test_non_accelerators_are_not():
+    model = build(ACC_SOURCE)
+    nodes = reads(model, "y", 31)
+    assert all(not model.value_at(n).is_acc for n in nodes)
+
+
+def test_plain_torch_file_is_not_an_accelerate_file():
+    model = build("import torch\nmodel = torch.nn.Linear(2, 2)\nmodel(torch.ones(2)).sum().backward()\n")
+    assert not model.is_accelerate_file
+
+
+# -- prepared objects -------------------------------------------------------------------------
+
+PREP_SOURCE = """
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+accelerator = Accelerator()
+train_dl = DataLoader(ds, shuffle=True)
+raw = model
+model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+model, optimizer, train_dl, scheduler, raw
+first, *rest = accelerator.prepare(model2, opt2, dl2)
+first, rest
+net = Net(); wrapped = accelerator.prepare(net)
+net, wrapped
+model = build_another()
+model
+if flag:
+    maybe_model = accelerator.prepare(m)
+else:
+    maybe_model = m
+maybe_model
+models = [accelerator.prepare(m) for m in candidates]
+models[0]
+for each in models:
+    each
+objs = accelerator.prepare(*things)
+objs
+"""
+
+
+def test_tuple_unpacking_maps_by_position_with_kinds():
+    model = build(PREP_SOURCE)
+    kinds = {name: (value_at(model, name, 8).prepared, value_at(model, name, 8).kind)
+             for name in ("model", "optimizer", "train_dl", "scheduler")}
+    assert kinds == {"model": (YES, "model"), "optimizer": (YES, "optimizer"),
+                     "train_dl": (YES, "loader"), "scheduler": (YES, "scheduler")}
+
+
+def test_earlier_alias_stays_raw_and_new_name_leaves_old_raw():
+    model = build(PREP_SOURCE)
+    assert value_at(model, "raw", 8).prepared == NO
+    assert value_at(model, "wrapped", 12).prepared == YES
+    assert value_at(model, "net", 12).prepared == NO
+
+
+def test_starred_unpacking():
+    model = build(PREP_SOURCE)
+    assert value_at(model, "first", 10).prepared == YES
+    assert value_at(model, "rest", 10).prepared == NO
+
+
+def test_rebinding_after_prepare_makes_the_name_raw_again():
+    model = build(PREP_SOURCE)
+    assert value_at(model, "model", 14).prepared == NO
+
+
+def test_prepared_on_one_branch_only_is_maybe():
+    model = build(PREP_SOURCE)
+    assert value_at(model, "maybe_model", 19).prepared == MAYBE
+
+
+def test_comprehension_of_prepared_objects():
+    model = build(PREP_SOURCE)
+    assert value_at(model, "models[0]".split("[")[0], 21).container
+    assert value_at(model, "each", 23).prepared == YES
+
+
+def test_starred_prepare_arguments_are_unknown():
+    model = build(PREP_SOURCE)
+    assert value_at(model, "objs", 25).prepared == NO
+
+
+def test_self_attributes_prepared_in_one_method_are_prepared_in_every_method():
+    model = build("""
+    from accelerate import Accelerator
+    class T:
+        def __init__(self, model, opt):
+            self.accelerator = Accelerator()
+            self.model, self.opt = self.accelerator.prepare(model, opt)
+        def step(self):
+            self.model, self.opt
+    """)
+    assert value_at(model, "self.model", 8).prepared == YES
+    assert value_at(model, "self.opt", 8).kind == "optimizer"
+
+
+def test_same_file_factory_and_caller_arguments():
+    model = build("""
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    def build(ds):
+        return accelerator.prepare(DataLoader(ds))
+    def train(loader):
+        loader
+    dl = build(ds)
+    train(dl)
+    """)
+    assert value_at(model, "loader", 7).prepared == YES
+    assert value_at(model, "dl", 9).kind == "loader"
+
+
+# -- rank predicates and regions ------------------------------------------------------------------
+
+RANK_SOURCE = """
+import os
+import argparse
+import torch.distributed as dist
+from accelerate import Accelerator, PartialState
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int)
+args = parser.parse_args()
+accelerator = Accelerator()
+is_main = accelerator.is_main_process
+rank = dist.get_rank()
+if accelerator.is_main_process: pass  # R
+if accelerator.is_local_main_process: pass  # R
+if accelerator.is_last_process: pass  # R
+if accelerator.process_index == 0: pass  # R
+if accelerator.local_process_index != 0: pass  # R
+if accelerator.state.process_index == 1: pass  # R
+if PartialState().is_main_process: pass  # R
+if dist.get_rank() == 0: pass  # R
+if rank > 0: pass  # R
+if rank % 2 == 0: pass  # R
+if os.environ["RANK"] == "0": pass  # R
+if int(os.environ.get("LOCAL_RANK", 0)) == 0: pass  # R
+if os.getenv("SLURM_PROCID") == "0": pass  # R
+if args.local_rank in (-1, 0): pass  # R
+if is_main: pass  # R
+if not is_main: pass  # R
+if is_main and args.do_eval: pass  # R
+if is_main or accelerator.distributed_type == "DEEPSPEED": pass  # R
+if accelerator.sync_gradients: pass  # U
+if step % 10 == 0: pass  # U
+if accelerator.num_processes > 1: pass  # U
+if accelerator.distributed_type == "MULTI_GPU": pass  # U
+if args.do_eval: pass  # U
+if accelerator.gather(torch.tensor(rank)).sum() > 0: pass  # U
+if accelerator.check_trigger(): pass  # U
+"""
+
+
+def _marked_ifs():
+    source = textwrap.dedent(RANK_SOURCE)
+    model = build(source)
+    for node in model.index.parents:
+        if isinstance(node, cst.If):
+            line = source.splitlines()[model.line_of(node) - 1]
+            yield pytest.param(model, node, line.endswith("# R"), id=line.split(":")[0])
+
+
+@pytest.mark.parametrize("model,node,rank_dependent", list(_marked_ifs()))
+def test_rank_dependent_and_uniform_conditions(model, node, rank_dependent):
+    assert model.ranks.is_rank_dependent(node.test) is rank_dependent
+
+
+REGION_SOURCE = """
+from accelerate import Accelerator
+accelerator = Accelerator()
+
+def body():
+    if accelerator.is_main_process:
+        a()  # gated
+    else:
+        b()  # gated
+    c()  # all
+    for x in range(3):
+        if not accelerator.is_main_process:
+            continue
+        d()  # gated
+    e()  # all
+    if not accelerator.is_local_main_process:
+        return
+    f()  # gated
+
+@accelerator.on_main_process
+def decorated():
+    g()  # gated
+
+def helper():
+    h()  # gated
+
+def caller():
+    if accelerator.is_main_process:
+        helper()  # gated
+    with accelerator.main_process_first():
+        i()  # all
+"""
+
+
+def test_regions_if_else_early_exits_decorators_and_helpers():
+    source = textwrap.dedent(REGION_SOURCE)
+    model = build(source)
+    lines = source.splitlines()
+    checked = 0
+    for call in model.index.calls:
+        line = lines[model.line_of(call) - 1]
+        if line.endswith("# gated"):
+            assert model.rank_guard_of(call) is not None, line
+            checked += 1
+        elif line.endswith("# all"):
+            assert model.rank_guard_of(call) is None, line
+            checked += 1
+    assert checked == 10
+
+
+def test_guard_kinds_name_the_condition():
+    source = textwrap.dedent(REGION_SOURCE)
+    model = build(source)
+    how = {model.code(c.func): model.rank_guard_of(c).how for c in model.index.calls
+           if model.code(c.func) in ("a", "b", "d", "g") }
+    assert how == {"a": "if", "b": "else", "d": "early-exit", "g": "decorator"}
+
+
+# -- collectives and op sequences --------------------------------------------------------------------
+
+
+def test_collective_table_and_non_collectives():
+    model = build("""
+    import torch.distributed as dist
+    from accelerate import Accelerator
+    from accelerate.utils import gather_object, broadcast
+    accelerator = Accelerator()
+    accelerator.wait_for_everyone(); accelerator.gather(x); accelerator.gather_for_metrics(x)
+    accelerator.gather_for_metrics(x, use_gather_object=True); accelerator.reduce(x); accelerator.check_trigger()
+    accelerator.pad_across_processes(x); accelerator.save_state("d"); dist.all_reduce(x); dist.barrier()
+    gather_object(x); broadcast(x); accelerator.split_between_processes(x, apply_padding=True)
+    accelerator.print(x); accelerator.save(x, "f"); accelerator.log({}); accelerator.unwrap_model(m)
+    accelerator.set_trigger(); accelerator.split_between_processes(items); dist.send(x, 1); other.gather(x)
+    """)
+    kinds = [model.op_kind(c) for c in model.index.calls if model.code(c.func) not in ("Accelerator",)]
+    assert kinds == ["BARRIER", "ALLGATHER", "ALLGATHER", "ALLGATHER_OBJ", "ALLREDUCE", "ALLREDUCE", "ALLGATHER",
+                     "CKPT", "ALLREDUCE", "BARRIER", "ALLGATHER_OBJ", "BROADCAST", "ALLGATHER",
+                     None, None, None, None, None, None, None, None]
+
+
+def test_balanced_sequences_have_no_divergence_and_unbalanced_ones_name_the_guard():
+    model = build("""
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    def balanced():
+        if accelerator.is_main_process:
+            work()
+            accelerator.wait_for_everyone()
+        else:
+            accelerator.wait_for_everyone()
+    def unbalanced():
+        if accelerator.is_main_process:
+            accelerator.wait_for_everyone()
+            accelerator.wait_for_everyone()
+        else:
+            accelerator.wait_for_everyone()
+    """)
+    assert len(model.divergences) == 1
+    op = model.divergences[0].op
+    assert model.code(op.guard.condition) == "accelerator.is_main_process"
+    assert model.index.functions[model.divergences[0].scope].qualname == "unbalanced"
+
+
+def test_collective_through_two_helpers_reports_the_guarded_call_with_the_chain():
+    model = build("""
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    def compute_metrics(x):
+        return accelerator.gather_for_metrics(x)
+    def evaluate(x):
+        return compute_metrics(x)
+    def main(x):
+        if accelerator.is_main_process:
+            evaluate(x)
+    """)
+    [div] = model.divergences
+    assert model.code(div.op.node) == "evaluate(x)"
+    assert div.op.chain == ("evaluate", "compute_metrics")
+    assert model.code(div.op.origin.func) == "accelerator.gather_for_metrics"
+
+
+def test_recursion_terminates_and_is_consistent():
+    model = build("""
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    def a(n):
+        accelerator.wait_for_everyone()
+        return b(n - 1)
+    def b(n):
+        return a(n) if n else None
+    def main():
+        a(3)
+        b(3)
+    """)
+    assert model.divergences == []
