@@ -1,0 +1,66 @@
+"""A pinned slice of the real-world corpus: the accelerate and trl wheels, linted end to end.
+
+The wheels are downloaded with pip into a cache outside the repository (never committed);
+set ACCEL_LINT_CORPUS_CACHE to choose the folder. Without network the test is skipped.
+Every finding here was triaged by hand (see README, "Real-world check").
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from accel_lint.config import Config
+from accel_lint.discovery import discover
+from accel_lint.engine import lint_paths
+
+WHEELS = {"accelerate": "1.15.0", "trl": "1.16.0"}
+CACHE = Path(os.environ.get("ACCEL_LINT_CORPUS_CACHE", Path.home() / ".cache" / "accel-lint-corpus"))
+
+# (path inside the unpacked wheels, line, code): all true positives of the rules' definitions;
+# each is deliberate in Accelerate's own multi-process test scripts (raw DDP backward, FSDP shards).
+EXPECTED = [
+    ("accelerate/test_utils/scripts/test_ddp_comm_hook.py", 34, "AL101"),
+    ("accelerate/test_utils/scripts/test_distributed_data_loop.py", 175, "AL101"),
+    ("accelerate/test_utils/scripts/test_merge_weights.py", 91, "AL501"),
+    ("accelerate/test_utils/scripts/test_merge_weights.py", 93, "AL501"),
+    ("accelerate/test_utils/scripts/test_merge_weights.py", 99, "AL501"),
+    ("accelerate/test_utils/scripts/test_merge_weights.py", 101, "AL501"),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Path:
+    root = CACHE / "src"
+    marker = CACHE / ("unpacked-" + "-".join(f"{k}{v}" for k, v in sorted(WHEELS.items())))
+    if not marker.exists():
+        wheels = CACHE / "wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        specs = [f"{name}=={version}" for name, version in WHEELS.items()]
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels), *specs],
+            capture_output=True, text=True, timeout=600,
+        )
+        if proc.returncode != 0:
+            pytest.skip(f"cannot download the corpus wheels: {proc.stderr.strip()[-300:]}")
+        for name, version in WHEELS.items():
+            for wheel in wheels.glob(f"{name}-{version}-*.whl"):
+                with zipfile.ZipFile(wheel) as archive:
+                    archive.extractall(root)
+        marker.touch()
+    return root
+
+
+@pytest.mark.corpus
+def test_pinned_slice_gives_exactly_the_triaged_findings(corpus):
+    files, missing = discover([str(corpus / name) for name in WHEELS], Config())
+    assert not missing and len(files) > 150
+    result = lint_paths(files, Config())
+    assert result.errors == []
+    found = sorted((Path(d.path).relative_to(corpus).as_posix(), d.line, d.code) for d in result.diagnostics)
+    assert found == EXPECTED
