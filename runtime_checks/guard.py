@@ -1,0 +1,253 @@
+"""In-rank recording of collectives: fingerprints, call sites, and the rank's own watchdog.
+
+``install()`` wraps the ``torch.distributed`` collectives and Accelerate's collectives (the
+table in :mod:`accel_lint.collectives`) so that every collective a rank enters and leaves is
+pushed, as a small JSON fingerprint, to the out-of-band store queue. Only the outermost
+call is recorded: Accelerate's ``gather`` calling ``all_gather_into_tensor`` is one record,
+placed at the user's line. A background thread answers stack-dump requests, obeys an abort,
+and exits the rank when its launcher is gone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import linecache
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from datetime import timedelta
+from typing import Any, Callable
+
+from accel_lint import collectives as C
+
+from . import protocol as P
+
+_SKIP_DIRS: tuple[str, ...] = ()
+_CKPT_COLLECTIVE_TYPES = {"FSDP", "DEEPSPEED", "MEGATRON_LM", "XLA"}
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import accelerate
+    import torch
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = [os.path.dirname(torch.__file__), os.path.dirname(accelerate.__file__), here]
+    for mod in ("runpy", "contextlib", "functools", "threading"):
+        m = sys.modules.get(mod)
+        if m is not None and getattr(m, "__file__", None):
+            dirs.append(os.path.abspath(m.__file__))
+    return tuple(dirs)
+
+
+def call_site(skip: int = 2) -> dict[str, Any]:
+    """The innermost frame outside torch, accelerate and runtime_checks: the user's line."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<"):
+            return {
+                "file": filename,
+                "line": frame.f_lineno,
+                "function": frame.f_code.co_name,
+                "code": linecache.getline(filename, frame.f_lineno).strip(),
+            }
+        frame = frame.f_back
+    return {"file": "?", "line": 0, "function": "?", "code": ""}
+
+
+def describe(value: Any, depth: int = 0) -> Any:
+    """A comparable fingerprint of an argument: tensors by shape and dtype."""
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return {"shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
+    if depth >= 2:
+        return type(value).__name__
+    if isinstance(value, (list, tuple)):
+        return [describe(v, depth + 1) for v in list(value)[:4]]
+    if isinstance(value, dict):
+        return {str(k): describe(v, depth + 1) for k, v in list(value.items())[:4]}
+    return type(value).__name__
+
+
+class Guard:
+    """One per rank: pushes fingerprints, runs the watchdog thread."""
+
+    def __init__(self, store, rank: int, world_size: int) -> None:
+        self.store = store
+        self.rank = rank
+        self.world_size = world_size
+        self.seq = 0
+        self._tls = threading.local()
+        self._state_sent = False
+        self._patched: list[tuple[Any, str, Any]] = []
+
+    # -- recording -------------------------------------------------------------------------
+    def push(self, kind: str, **fields: Any) -> None:
+        fields.update(kind=kind, rank=self.rank, t=time.time())
+        try:
+            self.store.queue_push(P.EVENTS_QUEUE, P.encode(fields))
+        except Exception:  # the watcher is gone: never break the user's program for it
+            pass
+
+    def wrap(self, fn: Callable, op: str, op_kind: str, method: bool, checkpoint: bool = False) -> Callable:
+        guard = self
+
+        @functools.wraps(fn)
+        def recorded(*args, **kwargs):
+            if getattr(guard._tls, "depth", 0) or not _distributed():
+                return fn(*args, **kwargs)
+            if checkpoint and not _checkpoint_is_collective(args[0] if method else None):
+                return fn(*args, **kwargs)  # local under DDP: let the collectives inside count
+            guard._tls.depth = 1
+            try:
+                seq = guard.seq
+                guard.seq += 1
+                payload = args[1:] if method else args
+                guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(),
+                           args=describe(list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"]))
+                result = fn(*args, **kwargs)
+                guard.push(P.LEAVE, seq=seq)
+                return result
+            finally:
+                guard._tls.depth = 0
+
+        return recorded
+
+    def local(self, fn: Callable, op: str) -> Callable:
+        guard = self
+
+        @functools.wraps(fn)
+        def recorded(*args, **kwargs):
+            guard.push(P.LOCAL, op=op, seq=guard.seq, site=call_site())
+            return fn(*args, **kwargs)
+
+        return recorded
+
+    # -- installing ------------------------------------------------------------------------
+    def _patch(self, owner: Any, name: str, replacement: Callable) -> None:
+        self._patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, replacement)
+
+    def install(self) -> None:
+        import accelerate.utils as autils
+        import accelerate.utils.operations as ops
+        import torch.distributed as dist
+        import torch.distributed.distributed_c10d as c10d
+        from accelerate import Accelerator
+        from accelerate.state import PartialState
+
+        global _SKIP_DIRS
+        _SKIP_DIRS = _library_dirs()
+        for name, kind in C.TORCH_DISTRIBUTED_OPS.items():
+            if kind == C.END or not hasattr(dist, name):
+                continue
+            wrapped = self.wrap(getattr(dist, name), f"torch.distributed.{name}", kind, method=False)
+            self._patch(dist, name, wrapped)
+            if getattr(c10d, name, None) is not None:
+                self._patch(c10d, name, wrapped)
+        for name, kind in C.ACCELERATE_FUNCTION_OPS.items():
+            original = getattr(ops, name, None) or getattr(autils, name, None)
+            if original is None:
+                continue
+            wrapped = self.wrap(original, f"accelerate.utils.{name}", kind, method=False)
+            for module in (ops, autils):
+                if hasattr(module, name):
+                    self._patch(module, name, wrapped)
+        for name, kind in C.ACCELERATOR_METHOD_OPS.items():
+            if kind == C.END or not hasattr(Accelerator, name):
+                continue
+            self._patch(Accelerator, name, self.wrap(getattr(Accelerator, name), f"accelerator.{name}", kind,
+                                                     method=True, checkpoint=kind == C.CKPT))
+        self._patch(PartialState, "wait_for_everyone",
+                    self.wrap(PartialState.wait_for_everyone, "state.wait_for_everyone", C.BARRIER, method=True))
+        self._patch(Accelerator, "set_trigger", self.local(Accelerator.set_trigger, "accelerator.set_trigger"))
+        original_init = PartialState.__init__
+        guard = self
+
+        @functools.wraps(original_init)
+        def init(state, *args, **kwargs):
+            original_init(state, *args, **kwargs)
+            if not guard._state_sent and getattr(state, "initialized", True):
+                guard._state_sent = True
+                guard.push(P.STATE, num_processes=state.num_processes, distributed_type=str(state.distributed_type),
+                           process_index=state.process_index, site=call_site())
+
+        self._patch(PartialState, "__init__", init)
+
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def _checkpoint_is_collective(accelerator: Any) -> bool:
+    """save_state & co. are collectives under FSDP, DeepSpeed and Megatron (facts §1.1)."""
+    try:
+        dtype = str(accelerator.state.distributed_type).split(".")[-1]
+    except Exception:
+        return True
+    return dtype in _CKPT_COLLECTIVE_TYPES
+
+
+class Watchdog(threading.Thread):
+    """The rank's background thread: stack dumps on request, abort, launcher death."""
+
+    def __init__(self, store, rank: int, main_thread: int, parent_pid: int) -> None:
+        super().__init__(name="runtime_checks-watchdog", daemon=True)
+        self.store = store
+        self.rank = rank
+        self.main_thread = main_thread
+        self.parent_pid = parent_pid
+        self._dumped: bytes | None = None
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.1)
+            if os.getppid() != self.parent_pid:
+                os._exit(P.EXIT_CODES["rank_died"])  # the launcher is gone: do not hang on, holding the port
+            try:
+                if self.store.check([P.ABORT]):
+                    os._exit(int(self.store.get(P.ABORT)))
+                if self.store.check([P.DUMP_REQUEST]):
+                    request = self.store.get(P.DUMP_REQUEST)
+                    if request != self._dumped:
+                        self._dumped = request
+                        self.store.set(P.STACK_KEY.format(rank=self.rank), P.encode(self.stack()))
+            except Exception:
+                if os.getppid() != self.parent_pid:
+                    os._exit(P.EXIT_CODES["rank_died"])
+
+    def stack(self) -> dict[str, Any]:
+        frame = sys._current_frames().get(self.main_thread)
+        if frame is None:
+            return {"stack": [], "site": None}
+        entries = traceback.extract_stack(frame)
+        user = [e for e in entries if not os.path.abspath(e.filename).startswith(_SKIP_DIRS)]
+        site = user[-1] if user else entries[-1]
+        return {
+            "stack": [f"{e.filename}:{e.lineno} in {e.name}: {e.line or ''}" for e in entries[-25:]],
+            "site": {"file": os.path.abspath(site.filename), "line": site.lineno, "function": site.name,
+                     "code": (site.line or "").strip()},
+        }
+
+
+def die_with_parent() -> None:
+    """Linux: the kernel kills this rank when its launcher dies, even by SIGKILL."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass  # the watchdog's getppid check is the fallback
+
+
+def connect(address: str, timeout: float = 30.0):
+    from torch.distributed import TCPStore
+
+    host, _, port = address.rpartition(":")
+    return TCPStore(host, int(port), is_master=False, wait_for_workers=False, timeout=timedelta(seconds=timeout))

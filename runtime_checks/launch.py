@@ -1,0 +1,142 @@
+"""Start N guarded ranks on this host through torch's elastic launcher, watch them, stop them.
+
+The launcher process hosts the TCPStore the ranks push fingerprints to, runs the watcher in
+a thread, and runs ``torch.distributed.run`` (the code behind ``torchrun --standalone``) for
+the ranks, each of which starts in :mod:`runtime_checks.rank`. On a finding it prints the
+verdict, stops every rank (SIGTERM, then SIGKILL) and exits with the finding's code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from datetime import timedelta
+
+from . import protocol as P
+from .report import Finding, render_text, write_json
+from .watch import POLL_S, Watcher
+
+
+def default_nproc() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 2
+
+
+def launch(target: list[str], module: bool, nproc: int | None, timeout: float | None, report: str | None) -> int:
+    import torch
+    import torch.distributed.run as torchrun
+    from torch.distributed import TCPStore
+
+    nproc = nproc or default_nproc()
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
+    os.environ[P.ENV_STORE] = f"127.0.0.1:{store.port}"
+    os.environ["ACCELERATE_DEBUG_MODE"] = "1"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if not torch.cuda.is_available():
+        os.environ["ACCELERATE_USE_CPU"] = "1"  # without it every CPU rank believes it is alone (facts §8)
+    # torchrun's own failure summary blames the first rank to exit, a victim in a hang: keep it quiet
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+
+    watcher = Watcher(store, nproc, timeout)
+    watch = _WatchThread(watcher, report)
+    watch.start()
+    args = torchrun.parse_args([
+        "--standalone", "--nproc-per-node", str(nproc), "--monitor-interval", "0.5",
+        "--module", "runtime_checks.rank", *(["-m"] if module else ["--"]), *target,
+    ])
+    failures: dict[int, int] = {}
+    try:
+        torchrun.run(args)
+    except Exception as exc:  # ChildFailedError: some rank exited non-zero
+        failures = {int(r): f.exitcode for r, f in getattr(exc, "failures", {}).items()}
+    watch.stop()
+    watcher.drain()
+    finding = watch.finding
+    if finding is None:
+        finding = watcher.check() if failures else watcher.check_at_end()
+        if finding is None and failures:
+            finding = _unexplained_failure(watcher, failures)
+        if finding is not None:
+            watch.conclude(finding, stop_ranks=False)
+    if finding is None:
+        if report:
+            write_json(None, report, watcher)
+        return 0
+    return P.EXIT_CODES[finding.kind]
+
+
+def _unexplained_failure(watcher: Watcher, failures: dict[int, int]) -> Finding:
+    # the first rank that did not die of the launcher's own SIGTERM is the culprit
+    culprit = next((r for r, code in sorted(failures.items()) if code != -signal.SIGTERM), min(failures))
+    code = failures[culprit]
+    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    return Finding(
+        kind="rank_died",
+        title=f"rank {culprit} ended with {how}",
+        seq=None,
+        rows=[watcher._row(r) for r in watcher.ranks.values()],
+        culprit=culprit,
+        why=f"rank {culprit} ended with {how} before the guard saw an exception; ranks ended with "
+            + ", ".join(f"{r}: {c}" for r, c in sorted(failures.items())),
+        hint="look for the OOM killer (dmesg), os._exit on one rank, or a native crash",
+    )
+
+
+class _WatchThread(threading.Thread):
+    def __init__(self, watcher: Watcher, report: str | None) -> None:
+        super().__init__(name="runtime_checks-watcher", daemon=True)
+        self.watcher = watcher
+        self.report = report
+        self.finding: Finding | None = None
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.watcher.drain()
+            finding = self.watcher.check()
+            if finding is not None:
+                self.conclude(finding, stop_ranks=True)
+                return
+            time.sleep(POLL_S)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=10)
+
+    def conclude(self, finding: Finding, stop_ranks: bool) -> None:
+        with self._lock:
+            if self.finding is not None:
+                return
+            self.finding = finding
+            if stop_ranks:
+                self.watcher.fill_rows_with_stacks()
+            render_text(finding, self.report)
+            if self.report:
+                write_json(finding, self.report, self.watcher)
+            if stop_ranks:
+                self._stop_ranks()
+
+    def _stop_ranks(self) -> None:
+        pids = [r.pid for r in self.watcher.ranks.values() if r.pid]
+        for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.time() + wait
+            while wait and time.time() < deadline and any(_exists(p) for p in pids):
+                time.sleep(0.05)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False

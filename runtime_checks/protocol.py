@@ -1,0 +1,52 @@
+"""What ranks and the watcher say to each other through the store, and the exit codes.
+
+Events travel out of band through a ``torch.distributed.TCPStore`` queue (never through
+a collective), so recording costs no synchronization and still works when the process
+group is stuck. Each event is one JSON object pushed to ``EVENTS_QUEUE``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+ENV_STORE = "RUNTIME_CHECKS_STORE"  # host:port of the store the watcher reads
+ENV_TIMEOUT = "RUNTIME_CHECKS_TIMEOUT"
+ENV_REPORT = "RUNTIME_CHECKS_REPORT"
+ENV_PORT = "RUNTIME_CHECKS_PORT"  # in-rank mode: port global rank 0 serves the store on
+
+EVENTS_QUEUE = "rc/events"
+DUMP_REQUEST = "rc/dump"  # the watcher asks every rank for its Python stack
+ABORT = "rc/abort"  # in-rank mode: every rank exits with this code
+STACK_KEY = "rc/stack/{rank}"
+
+# event kinds
+ENTER = "enter"  # a rank entered a collective
+LEAVE = "leave"  # ... and left it
+LOCAL = "local"  # a non-collective call worth tracking (set_trigger)
+STATE = "state"  # accelerate state after construction: num_processes, distributed_type
+START = "start"
+FINISH = "finish"  # the script returned normally
+EXCEPTION = "exception"  # the script raised
+
+# finding kinds and exit codes (documented in the README)
+EXIT_CODES = {
+    "ok": 0,
+    "usage": 2,
+    "internal": 3,
+    "divergence": 10,
+    "shape_mismatch": 11,
+    "hang": 12,
+    "rank_exception": 13,
+    "rank_died": 14,
+    "trigger_misuse": 15,
+    "not_distributed": 16,
+}
+
+
+def encode(event: dict[str, Any]) -> str:
+    return json.dumps(event, separators=(",", ":"), default=str)
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    return json.loads(raw.decode("utf-8"))

@@ -1,0 +1,125 @@
+"""The verdict: one screen on stderr, and the same content plus stacks as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any
+
+
+@dataclass
+class Finding:
+    kind: str  # a key of protocol.EXIT_CODES
+    title: str
+    seq: int | None
+    rows: list[dict[str, Any]]
+    culprit: int | None
+    why: str
+    hint: str
+    detected_after: float | None = None  # seconds from the first rank's arrival to the verdict
+    extra: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.time)
+
+
+def describe_site(site: dict | None) -> str:
+    if not site:
+        return "?"
+    return f"{_short(site['file'])}:{site['line']}"
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+@lru_cache(maxsize=64)
+def _model(path: str):
+    try:
+        import libcst as cst
+
+        from accel_lint.model import FileModel
+
+        with open(path, "rb") as f:
+            return FileModel(cst.parse_module(f.read()))
+    except Exception:
+        return None
+
+
+def rank_guard_hint(site: dict | None) -> str:
+    """'inside `if accelerator.is_main_process:` at train.py:86', from the linter's model of the file."""
+    if not site or not os.path.exists(site.get("file", "")):
+        return ""
+    model = _model(site["file"])
+    if model is None:
+        return ""
+    for call in model.index.calls:
+        if model.line_of(call) != site["line"]:
+            continue
+        guard = model.rank_guard_of(call)
+        if guard is None:
+            continue
+        where = f"{_short(site['file'])}:{model.line_of(guard.node)}"
+        cond = model.code(guard.condition)
+        if guard.how == "decorator":
+            return f"inside a function decorated `@{cond}` at {where}"
+        if guard.how == "else":
+            return f"in the `else` of `if {cond}:` at {where}"
+        if guard.how == "early-exit":
+            return f"after the early exit on `{cond}` at {where}"
+        return f"inside `if {cond}:` at {where}"
+    return ""
+
+
+def _args_text(args: Any) -> str:
+    if isinstance(args, dict) and "shape" in args:
+        return f"{args['dtype']}[{','.join(str(s) for s in args['shape'])}]"
+    if isinstance(args, list):
+        inner = [a for a in (_args_text(x) for x in args) if a]
+        return ", ".join(inner)
+    if isinstance(args, dict):
+        return ", ".join(f"{k}={_args_text(v)}" for k, v in args.items())
+    return ""
+
+
+def render_text(finding: Finding, report_path: str | None, stream=None) -> None:
+    stream = stream or sys.stderr
+    when = f" (detected {finding.detected_after:.1f} s after the first rank arrived)" if finding.detected_after else ""
+    seq = f" at collective #{finding.seq}" if finding.seq is not None else ""
+    lines = [f"[runtime_checks] {finding.kind.upper()}{seq}{when}", f"  {finding.title}"]
+    for row in finding.rows:
+        op = f"{row['op']}({_args_text(row['args'])})" if row.get("op") else row["state"]
+        hint = rank_guard_hint(row.get("site"))
+        mark = "  <- culprit" if finding.culprit == row["rank"] else ""
+        lines.append(f"  rank {row['rank']}  {row['state']:<13} {op:<45} {describe_site(row.get('site'))}"
+                     + (f"   ({hint})" if hint else "") + mark)
+    lines.append(f"  why: {finding.why}")
+    lines.append(f"  fix: {finding.hint}")
+    if report_path:
+        lines.append(f"  report (stacks, per-rank fingerprints): {report_path}")
+    print("\n".join(lines), file=stream, flush=True)
+
+
+def to_json(finding: Finding | None, watcher=None) -> dict[str, Any]:
+    if finding is None:
+        return {"findings": [], "exit_code": 0}
+    from .protocol import EXIT_CODES
+
+    data = asdict(finding)
+    for row in data["rows"]:
+        row["guard"] = rank_guard_hint(row.get("site")) or None
+    data["exit_code"] = EXIT_CODES[finding.kind]
+    return {"findings": [data], "exit_code": data["exit_code"]}
+
+
+def write_json(finding: Finding | None, path: str, watcher=None) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(to_json(finding, watcher), f, indent=2, default=str)
+    os.replace(tmp, path)

@@ -1,0 +1,494 @@
+"""Cross-rank comparison of fingerprints: divergence, shape mismatch, hang, crash, trigger misuse.
+
+The watcher drains the store's event queue, keeps each rank's state (which collective it is
+in, or since when it computes), and decides. It never joins a collective itself, so it keeps
+working while the process group is stuck.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from accel_lint import collectives as C
+
+from . import protocol as P
+from .report import Finding, describe_site, render_text, write_json
+
+POLL_S = 0.05
+TIMEOUT_FLOOR_S = 30.0
+# ops whose input tensors must have the same shape and dtype on every rank
+SHAPE_CHECKED = {C.ALLGATHER, C.ALLREDUCE, C.BROADCAST, "REDUCE", "REDUCE_SCATTER"}
+SHAPE_FREE_OPS = {"accelerator.pad_across_processes", "accelerate.utils.pad_across_processes"}
+
+
+@dataclass
+class RankState:
+    rank: int
+    pid: int | None = None
+    host: str = ""
+    world_size: int = 0
+    started: float = 0.0
+    collectives: dict[int, dict] = field(default_factory=dict)
+    current: dict | None = None  # the collective it is inside
+    last_leave: float | None = None
+    finished: bool = False
+    exception: dict | None = None
+    died: bool = False
+    died_at: float | None = None
+    state: dict | None = None
+    triggers: list[dict] = field(default_factory=list)
+    last_check_seq: int = -1
+    stack: dict | None = None
+
+    @property
+    def count(self) -> int:
+        return max(self.collectives) + 1 if self.collectives else 0
+
+    def last_completed(self) -> dict | None:
+        done = [c for c in self.collectives.values() if "left" in c]
+        return max(done, key=lambda c: c["seq"]) if done else None
+
+
+class Watcher:
+    """The decision logic, independent of where it runs (launcher or rank 0)."""
+
+    def __init__(self, store, world_size: int, timeout: float | None) -> None:
+        self.store = store
+        self.world_size = world_size
+        self.user_timeout = timeout
+        self.ranks: dict[int, RankState] = {r: RankState(r) for r in range(world_size)}
+        self.finding: Finding | None = None
+        self.started = time.time()
+        self._checked: set[int] = set()
+        self._gaps: list[float] = []
+
+    # -- input ------------------------------------------------------------------------------
+    def drain(self) -> None:
+        try:
+            pending = self.store.queue_len(P.EVENTS_QUEUE)
+        except Exception:
+            return
+        for _ in range(pending):
+            try:
+                event = P.decode(self.store.queue_pop(P.EVENTS_QUEUE, False))
+            except Exception:
+                return
+            self._apply(event)
+
+    def _apply(self, e: dict[str, Any]) -> None:
+        r = self.ranks.setdefault(e["rank"], RankState(e["rank"]))
+        kind = e["kind"]
+        if kind == P.START:
+            r.pid, r.host, r.world_size, r.started = e["pid"], e["host"], e["world_size"], e["t"]
+        elif kind == P.ENTER:
+            record = {"seq": e["seq"], "op": e["op"], "op_kind": e["op_kind"], "site": e["site"], "args": e["args"],
+                      "entered": e["t"]}
+            previous = r.collectives.get(e["seq"] - 1)
+            if previous is not None:
+                self._gaps.append(e["t"] - previous["entered"])
+            r.collectives[e["seq"]] = record
+            r.current = record
+            if e["op"] == "accelerator.check_trigger":
+                r.last_check_seq = e["seq"]
+        elif kind == P.LEAVE:
+            record = r.collectives.get(e["seq"])
+            if record is not None:
+                record["left"] = e["t"]
+            r.current = None
+            r.last_leave = e["t"]
+        elif kind == P.LOCAL:
+            if e["op"] == "accelerator.set_trigger":
+                r.triggers.append(e)
+        elif kind == P.STATE:
+            r.state = e
+        elif kind == P.FINISH:
+            r.finished = True
+            r.current = None
+        elif kind == P.EXCEPTION:
+            r.exception = e
+
+    def timeout(self) -> float:
+        """The user's, or 20x the slowest observed interval between collectives, at least 30 s."""
+        if self.user_timeout is not None:
+            return self.user_timeout
+        slowest = max(self._gaps) if self._gaps else 0.0
+        return max(TIMEOUT_FLOOR_S, 20 * slowest)
+
+    def note_deaths(self) -> None:
+        for r in self.ranks.values():
+            if r.pid and not (r.finished or r.exception or r.died) and not _alive(r.pid):
+                r.died, r.died_at = True, time.time()
+
+    # -- decisions ------------------------------------------------------------------------------
+    def check(self) -> Finding | None:
+        """One look at every rank; the first anomaly found, if any."""
+        if self.finding is not None:
+            return self.finding
+        for find in (self._not_distributed, self._exception, self._death, self._mismatch, self._left_early,
+                     self._hang):
+            finding = find()
+            if finding is not None:
+                self.finding = finding
+                return finding
+        return None
+
+    def check_at_end(self) -> Finding | None:
+        """After every rank finished normally: a trigger set and never checked."""
+        finding = self.check()
+        if finding is not None:
+            return finding
+        for r in self.ranks.values():
+            dangling = [t for t in r.triggers if t["seq"] > r.last_check_seq]
+            if dangling:
+                t = dangling[-1]
+                self.finding = Finding(
+                    kind="trigger_misuse",
+                    title=f"set_trigger() on rank {r.rank} was never followed by check_trigger()",
+                    seq=t["seq"],
+                    rows=[self._row(x) for x in self.ranks.values()],
+                    culprit=r.rank,
+                    why=f"rank {r.rank} called `accelerator.set_trigger()` at {describe_site(t['site'])} and no "
+                        f"`check_trigger()` ran afterwards: the flag stays set and fires at the next check, or never",
+                    hint="call `if accelerator.check_trigger(): break` on every rank at the same point of the loop",
+                )
+                return self.finding
+        return None
+
+    def _not_distributed(self) -> Finding | None:
+        alone = [r for r in self.ranks.values() if r.state and r.state["num_processes"] == 1 and self.world_size > 1]
+        if not alone:
+            return None
+        r = alone[0]
+        return Finding(
+            kind="not_distributed",
+            title=f"{self.world_size} processes were started but each believes it is alone",
+            seq=None,
+            rows=[self._row(x) for x in self.ranks.values()],
+            culprit=None,
+            why=f"rank {r.rank} built its state at {describe_site(r.state['site'])} with num_processes=1 "
+                f"({r.state['distributed_type']}) although WORLD_SIZE={self.world_size}: every process trains "
+                f"alone on the whole dataset",
+            hint="on CPU, use `PartialState(cpu=True)` / `Accelerator(cpu=True)` or build the Accelerator before any "
+                 "PartialState (ACCELERATE_USE_CPU is read by AcceleratorState only)",
+        )
+
+    def _exception(self) -> Finding | None:
+        raised = [r for r in self.ranks.values() if r.exception]
+        if not raised:
+            return None
+        first = min(raised, key=lambda r: r.exception["t"])
+        exc = first.exception
+        text = exc["message"] + " " + exc.get("cause", "")
+        if "DistributedOperationException" in exc["type"] or "shape mismatch" in text:
+            return self._shape_finding_from_exception(first)
+        waiting = [x for x in self.ranks.values() if x.current is not None and x is not first]
+        blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
+                            for x in waiting) or "the other ranks stop at their next collective"
+        return Finding(
+            kind="rank_exception",
+            title=f"rank {first.rank} raised {exc['type'].split('.')[-1]}: {exc['message'][:200]}",
+            seq=exc.get("seq"),
+            rows=[self._row(x) for x in self.ranks.values()],
+            culprit=first.rank,
+            why=f"rank {first.rank} raised at {describe_site(exc.get('site'))} before its next collective; {blocked}",
+            hint="fix the exception; the other ranks are victims, not causes",
+            extra={"traceback": exc.get("traceback", "")},
+        )
+
+    def _shape_finding_from_exception(self, first: RankState) -> Finding:
+        seqs = [r.current["seq"] for r in self.ranks.values() if r.current]
+        seq = min(seqs) if seqs else None
+        return Finding(
+            kind="shape_mismatch",
+            title="tensors of different shapes across ranks (Accelerate debug mode)",
+            seq=seq,
+            rows=[self._row(x, seq) for x in self.ranks.values()],
+            culprit=None,
+            why=(first.exception.get("cause") or first.exception["message"]).strip()[:600],
+            hint="pad first (`accelerator.pad_across_processes`) or make every rank produce the same shape",
+        )
+
+    def _death(self) -> Finding | None:
+        self.note_deaths()
+        dead = [r for r in self.ranks.values() if r.died]
+        if not dead:
+            return None
+        first = min(dead, key=lambda r: r.died_at or 0)
+        waiting = [x for x in self.ranks.values() if x.current is not None and not x.died]
+        blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
+                            for x in waiting) or "no peer was inside a collective yet"
+        last = first.last_completed()
+        return Finding(
+            kind="rank_died",
+            title=f"rank {first.rank} (pid {first.pid}) died without an exception",
+            seq=first.count,
+            rows=[self._row(x) for x in self.ranks.values()],
+            culprit=first.rank,
+            why=f"rank {first.rank} exited abruptly (killed, os._exit, or a crash in native code) after "
+                f"{first.count} collectives"
+                + (f", the last `{last['op']}` at {describe_site(last['site'])}" if last else "") + f"; {blocked}",
+            hint="look for the OOM killer (dmesg), os._exit/sys.exit on one rank, or a native crash",
+        )
+
+    def _mismatch(self) -> Finding | None:
+        seqs: set[int] = set()
+        for r in self.ranks.values():
+            seqs.update(s for s in r.collectives if s not in self._checked)
+        for seq in sorted(seqs):
+            present = [r for r in self.ranks.values() if seq in r.collectives]
+            if len(present) < 2:
+                continue
+            kinds = {r.collectives[seq]["op_kind"] for r in present}
+            if len(kinds) > 1:
+                return self._divergence(seq, present)
+            kind = kinds.pop()
+            ops = {r.collectives[seq]["op"] for r in present}
+            if kind in SHAPE_CHECKED and not ops & SHAPE_FREE_OPS:
+                shapes = {repr(_tensors(r.collectives[seq]["args"])) for r in present}
+                if len(shapes) > 1:
+                    return Finding(
+                        kind="shape_mismatch",
+                        title=f"`{present[0].collectives[seq]['op']}` with different shapes or dtypes across ranks",
+                        seq=seq,
+                        rows=[self._row(x, seq) for x in self.ranks.values()],
+                        culprit=None,
+                        why="a collective needs the same shape and dtype on every rank; gloo aborts, NCCL may return "
+                            "truncated or uninitialised data",
+                        hint="pad first with `accelerator.pad_across_processes(...)`, or use `gather_object` for "
+                             "ragged data",
+                    )
+            if len(present) == self.world_size:
+                self._checked.add(seq)
+        return None
+
+    def _divergence(self, seq: int, present: list[RankState]) -> Finding:
+        ops = {r.rank: r.collectives[seq] for r in present}
+        trigger = any(op["op"] == "accelerator.check_trigger" for op in ops.values())
+        arrival = min(op["entered"] for op in ops.values())
+        classification = _classify(seq, present)
+        return Finding(
+            kind="trigger_misuse" if trigger else "divergence",
+            title=f"{'check_trigger() reached by some ranks only' if trigger else 'ranks called different collectives'}"
+                  f" at collective #{seq}",
+            seq=seq,
+            rows=[self._row(x, seq) for x in self.ranks.values()],
+            culprit=None,
+            why="ranks must call the same collectives in the same order; " + classification,
+            hint="call `check_trigger()` on every rank at the same point" if trigger else
+                 "move the collective out of the rank-dependent branch (compute on every rank, use the result under "
+                 "the guard)",
+            detected_after=time.time() - arrival,
+        )
+
+    def _left_early(self) -> Finding | None:
+        for done in (r for r in self.ranks.values() if r.finished):
+            for other in self.ranks.values():
+                if other.current is not None and other.current["seq"] >= done.count:
+                    last = done.last_completed()
+                    return Finding(
+                        kind="trigger_misuse",
+                        title=f"rank {done.rank} left after {done.count} collectives while rank {other.rank} "
+                              f"continues",
+                        seq=other.current["seq"],
+                        rows=[self._row(x) for x in self.ranks.values()],
+                        culprit=done.rank,
+                        why=f"rank {done.rank} finished"
+                            + (f" (its last collective: `{last['op']}` at {describe_site(last['site'])})" if last else "")
+                            + f"; rank {other.rank} waits in `{other.current['op']}` at "
+                              f"{describe_site(other.current['site'])}, which rank {done.rank} will never call. A "
+                              f"rank-local `break`/`return` left the loop on one rank only",
+                        hint="stop every rank together: `accelerator.set_trigger()` where the condition holds, then "
+                             "`if accelerator.check_trigger(): break` on every rank",
+                        detected_after=time.time() - other.current["entered"],
+                    )
+        return None
+
+    def _hang(self) -> Finding | None:
+        limit = self.timeout()
+        now = time.time()
+        for r in self.ranks.values():
+            if r.current is None or now - r.current["entered"] < limit:
+                continue
+            seq = r.current["seq"]
+            outliers = [x for x in self.ranks.values() if x.current is None or x.current["seq"] != seq]
+            self.request_stacks()
+            culprit = outliers[0].rank if len(outliers) == 1 else None
+            if outliers:
+                doing = "; ".join(self._activity(x) for x in outliers)
+                why = (f"rank {r.rank} has waited {now - r.current['entered']:.1f} s in `{r.current['op']}` at "
+                       f"{describe_site(r.current['site'])}; {doing}")
+            else:
+                why = f"every rank has waited {now - r.current['entered']:.1f} s inside collective #{seq}"
+            return Finding(
+                kind="hang",
+                title=f"collective #{seq} `{r.current['op']}` has not completed in {limit:.0f} s",
+                seq=seq,
+                rows=[self._row(x, seq) for x in self.ranks.values()],
+                culprit=culprit,
+                why=why,
+                hint="the outlier rank is the cause: make it reach the same collective, or move the collective out of "
+                     "the branch that skips it",
+                detected_after=now - r.current["entered"],
+            )
+        return None
+
+    # -- presentation ---------------------------------------------------------------------------------
+    def _activity(self, r: RankState) -> str:
+        if r.finished:
+            return f"rank {r.rank} has finished"
+        if r.current is not None:
+            return f"rank {r.rank} is in `{r.current['op']}` at {describe_site(r.current['site'])}"
+        stack = r.stack or {}
+        site = stack.get("site")
+        return f"rank {r.rank} is computing" + (f" at {describe_site(site)}" if site else "")
+
+    def _row(self, r: RankState, seq: int | None = None) -> dict[str, Any]:
+        op = r.collectives.get(seq) if seq is not None else None
+        op = op or r.current
+        state = ("finished" if r.finished else "raised" if r.exception else "died" if r.died else
+                 "in collective" if r.current is not None else "computing")
+        site = op["site"] if op else (r.stack or {}).get("site")
+        last = r.last_completed()
+        return {
+            "rank": r.rank,
+            "pid": r.pid,
+            "host": r.host,
+            "state": state,
+            "seq": op["seq"] if op else None,
+            "op": op["op"] if op else None,
+            "args": op["args"] if op else None,
+            "site": site,
+            "last_completed": {"seq": last["seq"], "op": last["op"], "site": last["site"]} if last else None,
+            "tail": [{k: c[k] for k in ("seq", "op", "site", "args")} for _, c in sorted(r.collectives.items())[-8:]],
+            "stack": (r.stack or {}).get("stack"),
+        }
+
+    def request_stacks(self, wait: float = 1.5) -> None:
+        """Ask every live rank for its Python stack (answered by the rank's watchdog thread)."""
+        try:
+            self.store.set(P.DUMP_REQUEST, str(time.time()))
+        except Exception:
+            return
+        deadline = time.time() + wait
+        missing = {r for r, s in self.ranks.items() if not (s.finished or s.died)}
+        while missing and time.time() < deadline:
+            for rank in list(missing):
+                key = P.STACK_KEY.format(rank=rank)
+                try:
+                    if self.store.check([key]):
+                        self.ranks[rank].stack = P.decode(self.store.get(key))
+                        missing.discard(rank)
+                except Exception:
+                    missing.discard(rank)
+            time.sleep(0.05)
+
+    def fill_rows_with_stacks(self) -> None:
+        if self.finding is None:
+            return
+        self.request_stacks()
+        self.finding.rows = [self._refresh(row) for row in self.finding.rows]
+
+    def _refresh(self, row: dict) -> dict:
+        r = self.ranks[row["rank"]]
+        row["stack"] = (r.stack or {}).get("stack")
+        if row["site"] is None and r.stack:
+            row["site"] = r.stack.get("site")
+        return row
+
+
+def _tensors(args: Any) -> Any:
+    if isinstance(args, dict) and "shape" in args:
+        return args
+    if isinstance(args, list):
+        return [_tensors(a) for a in args if isinstance(a, (dict, list))]
+    if isinstance(args, dict):
+        return {k: _tensors(v) for k, v in args.items() if isinstance(v, (dict, list))}
+    return None
+
+
+def _classify(seq: int, present: list[RankState]) -> str:
+    """Skipped, extra or reordered, by aligning what each rank did around ``seq``."""
+    parts = []
+    for a in present:
+        for b in present:
+            if a is b:
+                continue
+            op_a, nxt_b = a.collectives.get(seq), b.collectives.get(seq + 1)
+            op_b, nxt_a = b.collectives.get(seq), a.collectives.get(seq + 1)
+            if nxt_a and nxt_b and nxt_a["op_kind"] == op_b["op_kind"] and nxt_b["op_kind"] == op_a["op_kind"]:
+                return f"ranks {a.rank} and {b.rank} made the same two collectives in opposite order (reordered)"
+            if nxt_b and nxt_b["op_kind"] == op_a["op_kind"]:
+                parts.append(f"rank {b.rank} made an extra `{op_b['op']}` (or rank {a.rank} skipped it)")
+    if parts:
+        return parts[0]
+    sites = ", ".join(f"rank {r.rank} in `{r.collectives[seq]['op']}` at {describe_site(r.collectives[seq]['site'])}"
+                      for r in present)
+    return f"at the same point {sites}: one of them skipped a collective or made an extra one"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+
+class InRankWatcher(threading.Thread):
+    """The watcher as a thread of global rank 0 (launchers the user already has)."""
+
+    def __init__(self, store, world_size: int, timeout: float | None, report_path: str | None) -> None:
+        super().__init__(name="runtime_checks-watcher", daemon=True)
+        self.watcher = Watcher(store, world_size, timeout)
+        self.report_path = report_path
+        self._stop = threading.Event()
+        self.exit_code = 0
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.watcher.drain()
+            finding = self.watcher.check()
+            if finding is not None:
+                self._conclude(finding)
+                return
+            time.sleep(POLL_S)
+
+    def _conclude(self, finding: Finding) -> None:
+        self.watcher.fill_rows_with_stacks()
+        render_text(finding, self.report_path)
+        if self.report_path:
+            write_json(finding, self.report_path, self.watcher)
+        self.exit_code = P.EXIT_CODES[finding.kind]
+        try:
+            self.watcher.store.set(P.ABORT, str(self.exit_code))
+        except Exception:
+            pass
+        time.sleep(0.3)
+        os._exit(self.exit_code)
+
+    def finish(self, wait: float = 30.0) -> int:
+        """Rank 0's script ended: wait for the others to end, then the final checks."""
+        deadline = time.time() + wait
+        w = self.watcher
+        while time.time() < deadline:
+            if w.finding is not None:
+                break
+            if all(r.finished or r.exception or r.died for r in w.ranks.values()):
+                break
+            time.sleep(POLL_S)
+        self._stop.set()
+        w.drain()
+        finding = w.check_at_end() if all(r.finished for r in w.ranks.values()) else w.check()
+        if finding is not None:
+            self._conclude(finding)
+        return 0
