@@ -94,7 +94,9 @@ def render_text(finding: Finding, report_path: str | None, stream=None) -> None:
     seq = f" at collective #{finding.seq}" if finding.seq is not None else ""
     lines = [f"[runtime_checks] {finding.kind.upper()}{seq}{when}", f"  {finding.title}"]
     for row in finding.rows:
-        op = f"{row['op']}({_args_text(row['args'])})" if row.get("op") else row["state"]
+        op = f"{row['op']}({_args_text(row['args'])})" if row.get("op") else ""
+        if not row.get("op") and row["state"] == "finished" and row.get("last_completed"):
+            op = f"(last: {row['last_completed']['op']})"
         hint = rank_guard_hint(row.get("site"))
         mark = "  <- culprit" if finding.culprit == row["rank"] else ""
         lines.append(f"  rank {row['rank']}  {row['state']:<13} {op:<45} {describe_site(row.get('site'))}"

@@ -128,7 +128,9 @@ class Watcher:
         """One look at every rank; the first anomaly found, if any."""
         if self.finding is not None:
             return self.finding
-        for find in (self._not_distributed, self._exception, self._death, self._mismatch, self._left_early,
+        # earliest anomaly first: a mismatch at collective #k precedes the exceptions it causes
+        # a rank that left early makes its peers raise "connection reset": blame the leaver
+        for find in (self._not_distributed, self._mismatch, self._left_early, self._exception, self._death,
                      self._hang):
             finding = find()
             if finding is not None:
@@ -351,7 +353,11 @@ class Watcher:
         op = op or r.current
         state = ("finished" if r.finished else "raised" if r.exception else "died" if r.died else
                  "in collective" if r.current is not None else "computing")
-        site = op["site"] if op else (r.stack or {}).get("site")
+        site = op["site"] if op else None
+        if site is None and r.exception:
+            site = r.exception.get("site")
+        if site is None:
+            site = (r.stack or {}).get("site")
         last = r.last_completed()
         return {
             "rank": r.rank,

@@ -1,0 +1,189 @@
+"""runtime_checks on real 2-process gloo runs: every diagnosis, with rank, op and line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from runtime_checks.pytest_plugin import processes_running
+
+pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+RUNTIME = REPO / "fixtures" / "runtime"
+
+
+def site(row):
+    return (os.path.basename(row["site"]["file"]), row["site"]["line"]) if row["site"] else None
+
+
+@pytest.mark.parametrize("script", ["correct_ddp.py", "slow_rank.py", "early_stop_ok.py"])
+def test_correct_runs_exit_zero_with_an_empty_report(distributed_run, script):
+    result = distributed_run(RUNTIME / script, timeout=10)
+    assert result.exit_code == 0, result.stderr
+    assert result.report == {"findings": [], "exit_code": 0}
+    assert "[runtime_checks]" not in result.stderr
+    assert result.leftover_pids == []
+
+
+def test_divergence_names_both_ranks_lines_and_the_branch(distributed_run):
+    result = distributed_run(RUNTIME / "divergence.py", timeout=20)
+    assert (result.exit_code, result.kind) == (10, "divergence")
+    assert result.finding["seq"] == 1
+    rank0, rank1 = result.row(0), result.row(1)
+    assert (rank0["op"], site(rank0)) == ("accelerator.wait_for_everyone", ("divergence.py", 9))
+    assert (rank1["op"], site(rank1)) == ("accelerator.gather", ("divergence.py", 10))
+    assert rank0["guard"].startswith("inside `if accelerator.is_main_process:` at")
+    assert "DIVERGENCE at collective #1" in result.stderr
+    assert result.leftover_pids == []
+
+
+def test_shape_mismatch_reports_every_rank_shape(distributed_run):
+    result = distributed_run(RUNTIME / "shape_mismatch.py", timeout=20)
+    assert (result.exit_code, result.kind) == (11, "shape_mismatch")
+    shapes = {r["rank"]: r["args"][0]["shape"] for r in result.finding["rows"]}
+    assert shapes == {0: [1, 2], 1: [2, 2]}
+    assert {site(r) for r in result.finding["rows"]} == {("shape_mismatch.py", 7)}
+
+
+def test_hang_blames_the_rank_that_is_computing(distributed_run):
+    result = distributed_run(RUNTIME / "hang.py", timeout=3)
+    assert (result.exit_code, result.kind) == (12, "hang")
+    assert result.finding["culprit"] == 1
+    rank0, rank1 = result.row(0), result.row(1)
+    assert (rank0["state"], rank0["op"], site(rank0)) == ("in collective", "accelerator.wait_for_everyone",
+                                                          ("hang.py", 10))
+    assert (rank1["state"], site(rank1)) == ("computing", ("hang.py", 9))
+    assert any("time.sleep(600)" in line for line in rank1["stack"])
+    assert result.row(0)["last_completed"]["seq"] == 0
+    assert result.leftover_pids == []
+
+
+def test_rank_exception_blames_the_raiser_not_the_waiter(distributed_run):
+    result = distributed_run(RUNTIME / "rank_exception.py", timeout=20)
+    assert (result.exit_code, result.kind) == (13, "rank_exception")
+    assert result.finding["culprit"] == 1
+    assert site(result.row(1)) == ("rank_exception.py", 7)
+    assert (result.row(0)["op"], site(result.row(0))) == ("accelerator.wait_for_everyone", ("rank_exception.py", 8))
+    assert "ValueError: corrupt sample in shard 1" in result.finding["extra"]["traceback"]
+
+
+def test_rank_died_is_reported_with_the_blocked_peer(distributed_run):
+    result = distributed_run(RUNTIME / "rank_died.py", timeout=20)
+    assert (result.exit_code, result.kind) == (14, "rank_died")
+    assert result.finding["culprit"] == 1
+    assert (result.row(0)["op"], site(result.row(0))) == ("accelerator.wait_for_everyone", ("rank_died.py", 10))
+    assert result.leftover_pids == []
+
+
+@pytest.mark.parametrize(
+    "script,culprit,where",
+    [
+        ("trigger_subset.py", None, {0: ("accelerator.check_trigger", 9), 1: ("accelerator.wait_for_everyone", 11)}),
+        ("early_break.py", 1, {0: ("accelerator.reduce", 10)}),
+        ("trigger_dangling.py", 1, {}),
+    ],
+)
+def test_trigger_misuse(distributed_run, script, culprit, where):
+    result = distributed_run(RUNTIME / script, timeout=20)
+    assert (result.exit_code, result.kind) == (15, "trigger_misuse"), result.stderr
+    assert result.finding["culprit"] == culprit
+    for rank, (op, line) in where.items():
+        assert (result.row(rank)["op"], site(result.row(rank))) == (op, (script, line))
+    if script == "trigger_dangling.py":
+        assert "trigger_dangling.py:9" in result.finding["why"]
+
+
+def test_not_distributed(distributed_run):
+    result = distributed_run(RUNTIME / "not_distributed.py", timeout=20)
+    assert (result.exit_code, result.kind) == (16, "not_distributed")
+    assert "not_distributed.py:4" in result.finding["why"] and "WORLD_SIZE=2" in result.finding["why"]
+
+
+def _start(script: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "runtime_checks", "--nproc", "2", "--timeout", "60", *extra,
+                             str(RUNTIME / script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for_ranks(token: str, n: int, limit: float = 60) -> list[int]:
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        pids = [p for p in processes_running(token) if b"runtime_checks.rank" in open(f"/proc/{p}/cmdline", "rb").read()]
+        if len(pids) >= n:
+            return pids
+        time.sleep(0.2)
+    raise AssertionError("ranks did not start")
+
+
+def _wait_gone(token: str, limit: float) -> list[int]:
+    deadline = time.time() + limit
+    while time.time() < deadline and processes_running(token):
+        time.sleep(0.1)
+    return processes_running(token)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_signals_to_the_launcher_leave_no_rank_behind(sig):
+    launcher = _start("hang.py")
+    try:
+        _wait_for_ranks("hang.py", 2)
+        time.sleep(2)  # ranks are inside the first barrier / the sleep
+        launcher.send_signal(sig)
+        launcher.wait(timeout=30)
+        assert _wait_gone("hang.py", 15) == []
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        for pid in processes_running("hang.py"):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _free_port() -> int:
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def _torchrun(node_rank: int, port: int, script: str, report: str) -> subprocess.Popen:
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "RUNTIME_CHECKS_REPORT": report,
+           "RUNTIME_CHECKS_TIMEOUT": "20"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node_rank),
+         "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+         "-m", "runtime_checks.rank", str(RUNTIME / script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.mark.parametrize("script,kind", [("correct_ddp.py", None), ("divergence.py", "divergence")])
+def test_in_rank_guard_under_a_two_node_torchrun(tmp_path, script, kind):
+    port = _free_port()
+    report = str(tmp_path / "report.json")
+    nodes = [_torchrun(0, port, script, report), _torchrun(1, port, script, report)]
+    outputs = [n.communicate(timeout=120) for n in nodes]
+    codes = [n.returncode for n in nodes]
+    if kind is None:
+        assert codes == [0, 0], outputs
+        assert not os.path.exists(report) or json.load(open(report))["findings"] == []
+    else:
+        assert all(c != 0 for c in codes)
+        data = json.load(open(report))
+        assert data["findings"][0]["kind"] == kind
+        sites = {r["rank"]: (r["op"], r["site"]["line"]) for r in data["findings"][0]["rows"]}
+        assert sites == {0: ("accelerator.wait_for_everyone", 9), 1: ("accelerator.gather", 10)}
+        assert "DIVERGENCE" in outputs[0][1]
+    assert _wait_gone(script, 10) == []
