@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import linecache
 import os
 import signal
 import sys
@@ -43,20 +42,28 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
+_USER_CODE: dict[Any, str | None] = {}  # code object -> absolute file name, or None for library code
+
+
+def _user_file(code) -> str | None:
+    cached = _USER_CODE.get(code, False)
+    if cached is False:
+        filename = os.path.abspath(code.co_filename)
+        cached = None if filename.startswith(_SKIP_DIRS) or code.co_filename.startswith("<") else filename
+        _USER_CODE[code] = cached
+    return cached
+
+
 def call_site(skip: int = 2) -> dict[str, Any]:
-    """The innermost frame outside torch, accelerate and runtime_checks: the user's line."""
+    """The innermost frame outside torch, accelerate and runtime_checks: the user's line.
+    (The watcher reads the source line itself; the hot path sends file and line only.)"""
     frame = sys._getframe(skip)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<"):
-            return {
-                "file": filename,
-                "line": frame.f_lineno,
-                "function": frame.f_code.co_name,
-                "code": linecache.getline(filename, frame.f_lineno).strip(),
-            }
+        filename = _user_file(frame.f_code)
+        if filename is not None:
+            return {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
         frame = frame.f_back
-    return {"file": "?", "line": 0, "function": "?", "code": ""}
+    return {"file": "?", "line": 0, "function": "?"}
 
 
 def describe(value: Any, depth: int = 0) -> Any:
@@ -85,13 +92,41 @@ class Guard:
         self._tls = threading.local()
         self._state_sent = False
         self._patched: list[tuple[Any, str, Any]] = []
+        self._leave_lock = threading.Lock()
+        self._pending_leave: tuple[int, float] | None = None
 
     # -- recording -------------------------------------------------------------------------
     def push(self, kind: str, **fields: Any) -> None:
+        if kind not in (P.ENTER,):
+            fields.setdefault("prev_left", self.take_leave())
         fields.update(kind=kind, rank=self.rank, t=time.time())
         try:
             self.store.queue_push(P.EVENTS_QUEUE, P.encode(fields))
         except Exception:  # the watcher is gone: never break the user's program for it
+            pass
+
+    # A LEAVE is not sent at once: the next ENTER carries it (``prev_left``), which halves
+    # the messages; the watchdog thread flushes it when the rank computes for a while, so
+    # the watcher still knows the rank has left the collective.
+    def left(self, seq: int) -> None:
+        with self._leave_lock:
+            self._pending_leave = (seq, time.time())
+
+    def take_leave(self) -> float | None:
+        with self._leave_lock:
+            pending, self._pending_leave = self._pending_leave, None
+        return pending[1] if pending else None
+
+    def flush_leave(self, older_than: float, store) -> None:
+        with self._leave_lock:
+            pending = self._pending_leave
+            if pending is None or time.time() - pending[1] < older_than:
+                return
+            self._pending_leave = None
+        try:
+            store.queue_push(P.EVENTS_QUEUE, P.encode({"kind": P.LEAVE, "rank": self.rank, "seq": pending[0],
+                                                       "t": pending[1]}))
+        except Exception:
             pass
 
     def wrap(self, fn: Callable, op: str, op_kind: str, method: bool, checkpoint: bool = False) -> Callable:
@@ -108,10 +143,10 @@ class Guard:
                 seq = guard.seq
                 guard.seq += 1
                 payload = args[1:] if method else args
-                guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(),
+                guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(), prev_left=guard.take_leave(),
                            args=describe(list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"]))
                 result = fn(*args, **kwargs)
-                guard.push(P.LEAVE, seq=seq)
+                guard.left(seq)
                 return result
             finally:
                 guard._tls.depth = 0
@@ -198,8 +233,9 @@ def _checkpoint_is_collective(accelerator: Any) -> bool:
 class Watchdog(threading.Thread):
     """The rank's background thread: stack dumps on request, abort, launcher death."""
 
-    def __init__(self, store, rank: int, main_thread: int, parent_pid: int) -> None:
+    def __init__(self, store, rank: int, main_thread: int, parent_pid: int, guard: "Guard | None" = None) -> None:
         super().__init__(name="runtime_checks-watchdog", daemon=True)
+        self.guard = guard
         self.store = store
         self.rank = rank
         self.main_thread = main_thread
@@ -211,6 +247,8 @@ class Watchdog(threading.Thread):
             time.sleep(0.1)
             if os.getppid() != self.parent_pid:
                 os._exit(P.EXIT_CODES["rank_died"])  # the launcher is gone: do not hang on, holding the port
+            if self.guard is not None:
+                self.guard.flush_leave(0.1, self.store)
             try:
                 if self.store.check([P.ABORT]):
                     os._exit(int(self.store.get(P.ABORT)))

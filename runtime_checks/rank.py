@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     store, watcher = _store(rank, world_size)
     guard = Guard(store, rank, world_size)
     guard.install()
-    Watchdog(store.clone(), rank, threading.get_ident(), os.getppid()).start()
+    Watchdog(store.clone(), rank, threading.get_ident(), os.getppid(), guard).start()
     guard.push(P.START, pid=os.getpid(), host=os.uname().nodename, world_size=world_size,
                local_rank=int(os.environ.get("LOCAL_RANK", "0")), target=target)
     sys.argv = [target, *args]

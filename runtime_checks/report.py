@@ -25,6 +25,14 @@ class Finding:
     at: float = field(default_factory=time.time)
 
 
+def source_line(site: dict | None) -> str:
+    if not site or not site.get("file"):
+        return ""
+    import linecache
+
+    return linecache.getline(site["file"], site["line"]).strip()
+
+
 def describe_site(site: dict | None) -> str:
     if not site:
         return "?"
@@ -116,6 +124,7 @@ def to_json(finding: Finding | None, watcher=None) -> dict[str, Any]:
     data = asdict(finding)
     for row in data["rows"]:
         row["guard"] = rank_guard_hint(row.get("site")) or None
+        row["code"] = source_line(row.get("site")) or None
     data["exit_code"] = EXIT_CODES[finding.kind]
     return {"findings": [data], "exit_code": data["exit_code"]}
 

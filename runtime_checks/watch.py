@@ -82,6 +82,10 @@ class Watcher:
     def _apply(self, e: dict[str, Any]) -> None:
         r = self.ranks.setdefault(e["rank"], RankState(e["rank"]))
         kind = e["kind"]
+        if e.get("prev_left") is not None and r.current is not None:  # the deferred LEAVE of the last collective
+            r.current["left"] = e["prev_left"]
+            r.current = None
+            r.last_leave = e["prev_left"]
         if kind == P.START:
             r.pid, r.host, r.world_size, r.started = e["pid"], e["host"], e["world_size"], e["t"]
         elif kind == P.ENTER:
@@ -182,7 +186,15 @@ class Watcher:
         raised = [r for r in self.ranks.values() if r.exception]
         if not raised:
             return None
-        first = min(raised, key=lambda r: r.exception["t"])
+        causes = [r for r in raised if not _is_victim(r.exception)]
+        if not causes:
+            # every exception says "the peer went away": look for the rank that did, and give
+            # a dying peer a moment to show up before blaming a victim
+            self.note_deaths()
+            if any(r.died for r in self.ranks.values()) or time.time() - min(r.exception["t"] for r in raised) < 1.0:
+                return None
+            causes = raised
+        first = min(causes, key=lambda r: r.exception["t"])
         exc = first.exception
         text = exc["message"] + " " + exc.get("cause", "")
         if "DistributedOperationException" in exc["type"] or "shape mismatch" in text:
@@ -404,6 +416,16 @@ class Watcher:
         if row["site"] is None and r.stack:
             row["site"] = r.stack.get("site")
         return row
+
+
+VICTIM_MESSAGES = ("Connection closed by peer", "Connection reset by peer", "remote worker", "Broken pipe",
+                   "NCCL communicator was aborted", "Socket Timeout")
+
+
+def _is_victim(exception: dict) -> bool:
+    """An error a rank gets because a peer died or left, not a cause of its own."""
+    text = exception.get("message", "") + exception.get("cause", "")
+    return any(m in text for m in VICTIM_MESSAGES)
 
 
 def _tensors(args: Any) -> Any:
