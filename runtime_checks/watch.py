@@ -19,6 +19,7 @@ from . import protocol as P
 from .report import Finding, describe_site, render_text, write_json
 
 POLL_S = 0.05
+KEEP_PER_RANK = 256
 TIMEOUT_FLOOR_S = 30.0
 # ops whose input tensors must have the same shape and dtype on every rank
 SHAPE_CHECKED = {C.ALLGATHER, C.ALLREDUCE, C.BROADCAST, "REDUCE", "REDUCE_SCATTER"}
@@ -46,6 +47,7 @@ class RankState:
 
     @property
     def count(self) -> int:
+        """How many collectives the rank entered (sequence numbers start at 0)."""
         return max(self.collectives) + 1 if self.collectives else 0
 
     def last_completed(self) -> dict | None:
@@ -64,6 +66,7 @@ class Watcher:
         self.finding: Finding | None = None
         self.started = time.time()
         self._checked: set[int] = set()
+        self._unchecked: set[int] = set()  # sequence numbers some rank reached and not every rank has
         self._gaps: list[float] = []
 
     # -- input ------------------------------------------------------------------------------
@@ -96,6 +99,10 @@ class Watcher:
                 self._gaps.append(e["t"] - previous["entered"])
             r.collectives[e["seq"]] = record
             r.current = record
+            self._unchecked.add(e["seq"])
+            if len(r.collectives) > 2 * KEEP_PER_RANK:  # long runs: keep a tail, bounded memory
+                for old in [s for s in r.collectives if s < e["seq"] - KEEP_PER_RANK and s in self._checked]:
+                    del r.collectives[old]
             if e["op"] == "accelerator.check_trigger":
                 r.last_check_seq = e["seq"]
         elif kind == P.LEAVE:
@@ -249,10 +256,7 @@ class Watcher:
         )
 
     def _mismatch(self) -> Finding | None:
-        seqs: set[int] = set()
-        for r in self.ranks.values():
-            seqs.update(s for s in r.collectives if s not in self._checked)
-        for seq in sorted(seqs):
+        for seq in sorted(self._unchecked):
             present = [r for r in self.ranks.values() if seq in r.collectives]
             if len(present) < 2:
                 continue
@@ -277,6 +281,7 @@ class Watcher:
                     )
             if len(present) == self.world_size:
                 self._checked.add(seq)
+                self._unchecked.discard(seq)
         return None
 
     def _divergence(self, seq: int, present: list[RankState]) -> Finding:
