@@ -98,7 +98,7 @@ def _args_text(args: Any) -> str:
 
 def render_text(finding: Finding, report_path: str | None, stream=None) -> None:
     stream = stream or sys.stderr
-    when = f" (detected {finding.detected_after:.1f} s after the first rank arrived)" if finding.detected_after else ""
+    when = f" (detected {finding.detected_after:.2f} s after it happened)" if finding.detected_after else ""
     seq = f" at collective #{finding.seq}" if finding.seq is not None else ""
     lines = [f"[runtime_checks] {finding.kind.upper()}{seq}{when}", f"  {finding.title}"]
     for row in finding.rows:

@@ -218,6 +218,7 @@ class Watcher:
             why=f"rank {first.rank} raised at {describe_site(exc.get('site'))} before its next collective; {blocked}",
             hint="fix the exception; the other ranks are victims, not causes",
             extra={"traceback": exc.get("traceback", "")},
+            detected_after=time.time() - exc["t"],
         )
 
     def _shape_finding_from_exception(self, first: RankState) -> Finding:
@@ -278,6 +279,7 @@ class Watcher:
                             "truncated or uninitialised data",
                         hint="pad first with `accelerator.pad_across_processes(...)`, or use `gather_object` for "
                              "ragged data",
+                        detected_after=time.time() - min(r.collectives[seq]["entered"] for r in present),
                     )
             if len(present) == self.world_size:
                 self._checked.add(seq)

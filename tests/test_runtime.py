@@ -46,6 +46,13 @@ def test_divergence_names_both_ranks_lines_and_the_branch(distributed_run):
     assert result.leftover_pids == []
 
 
+def test_implicit_collective_of_a_shuffled_loader_is_seen(distributed_run):
+    result = distributed_run(RUNTIME / "loader_on_main.py", timeout=20)
+    assert (result.exit_code, result.kind) == (10, "divergence")
+    assert (result.row(0)["op"], site(result.row(0))) == ("torch.distributed.broadcast", ("loader_on_main.py", 10))
+    assert (result.row(1)["op"], site(result.row(1))) == ("accelerator.wait_for_everyone", ("loader_on_main.py", 12))
+
+
 def test_shape_mismatch_reports_every_rank_shape(distributed_run):
     result = distributed_run(RUNTIME / "shape_mismatch.py", timeout=20)
     assert (result.exit_code, result.kind) == (11, "shape_mismatch")
