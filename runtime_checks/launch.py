@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from . import protocol as P
 from .report import Finding, render_text, write_json
-from .watch import POLL_S, Watcher
+from .watch import POLL_S, Watcher, process_alive
 
 
 def default_nproc() -> int:
@@ -130,13 +130,5 @@ class _WatchThread(threading.Thread):
                 except ProcessLookupError:
                     pass
             deadline = time.time() + wait
-            while wait and time.time() < deadline and any(_exists(p) for p in pids):
+            while wait and time.time() < deadline and any(process_alive(p) for p in pids):
                 time.sleep(0.05)
-
-
-def _exists(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from .watch import process_alive
+
 
 @dataclass
 class DistributedRun:
@@ -58,12 +60,9 @@ def processes_running(token: str) -> list[int]:
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().split(")")[-1].split()[0] in ("Z", "X"):
-                    continue
         except OSError:
             continue
-        if token in cmdline and "runtime_checks" in cmdline:
+        if token in cmdline and "runtime_checks" in cmdline and process_alive(int(entry)):
             found.append(int(entry))
     return found
 

@@ -131,7 +131,7 @@ class Watcher:
 
     def note_deaths(self) -> None:
         for r in self.ranks.values():
-            if r.pid and not (r.finished or r.exception or r.died) and not _alive(r.pid):
+            if r.pid and not (r.finished or r.exception or r.died) and not process_alive(r.pid):
                 r.died, r.died_at = True, time.time()
 
     # -- decisions ------------------------------------------------------------------------------
@@ -465,7 +465,8 @@ def _classify(seq: int, present: list[RankState]) -> str:
     return f"at the same point {sites}: one of them skipped a collective or made an extra one"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Running and not a zombie (a dead rank stays a zombie until the launcher reaps it)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(")")[-1].split()[0] not in ("Z", "X")

@@ -22,11 +22,6 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def call_name(call: cst.Call) -> str | None:
-    """Dotted name of the called function, e.g. ``accelerator.prepare``."""
-    return dotted_name(call.func)
-
-
 def last_attr(node: cst.BaseExpression) -> str | None:
     """The final component of an attribute or name: ``c`` for ``a.b.c``."""
     if isinstance(node, cst.Attribute):
@@ -37,13 +32,8 @@ def last_attr(node: cst.BaseExpression) -> str | None:
 
 
 def module_name_of(node: cst.BaseExpression) -> str:
-    parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if isinstance(node, cst.Name):
-        parts.append(node.value)
-    return ".".join(reversed(parts))
+    """The dotted module name of an import (``torch.distributed``); empty if not a plain chain."""
+    return dotted_name(node) or ""
 
 
 class ImportMap:
