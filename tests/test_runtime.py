@@ -194,3 +194,19 @@ def test_in_rank_guard_under_a_two_node_torchrun(tmp_path, script, kind):
         assert sites == {0: ("accelerator.wait_for_everyone", 9), 1: ("accelerator.gather", 10)}
         assert "DIVERGENCE" in outputs[0][1]
     assert _wait_gone(script, 10) == []
+
+
+def test_plain_torchrun_on_cpu_is_reported_as_not_distributed(tmp_path):
+    """facts §8 trap 2: without ACCELERATE_USE_CPU every CPU rank silently trains alone."""
+    report = str(tmp_path / "report.json")
+    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_USE_CPU"}
+    env.update(OMP_NUM_THREADS="1", RUNTIME_CHECKS_REPORT=report, RUNTIME_CHECKS_PORT=str(_free_port()))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "runtime_checks.rank", str(RUNTIME / "correct_ddp.py")],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0
+    finding = json.load(open(report))["findings"][0]
+    assert finding["kind"] == "not_distributed"
+    assert "correct_ddp.py:6" in finding["why"] and "WORLD_SIZE=2" in finding["why"]
+    assert _wait_gone("correct_ddp.py", 10) == []

@@ -58,7 +58,10 @@ class FileModel:
 
     @cached_property
     def uses_torch_distributed(self) -> bool:
-        return self.index.imports.imports_module("torch.distributed")
+        """The file imports torch.distributed or calls into it (``import torch; torch.distributed.barrier()``)."""
+        if self.index.imports.imports_module("torch.distributed"):
+            return True
+        return any((self.index.imports.qualify_expr(c.func) or "").startswith("torch.distributed.") for c in self.index.calls)
 
     # -- values ---------------------------------------------------------------------------
     def value_at(self, expr: cst.CSTNode) -> Value | None:

@@ -150,6 +150,11 @@ class RankEvaluator:
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             v = self._eval(expr.expression, cls, depth)
             return v if v in (UNIFORM, FORK) else (FORK if v is OTHER else not v)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+            v = self._eval(expr.expression, cls, depth)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return -v if isinstance(expr.operator, cst.Minus) else v
+            return FORK if v in (FORK, OTHER) else UNIFORM
         if isinstance(expr, cst.BooleanOperation):
             return self._eval_bool(expr, cls, depth)
         if isinstance(expr, cst.Comparison):
