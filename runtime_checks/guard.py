@@ -19,7 +19,8 @@ import threading
 import time
 import traceback
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from accel_lint import collectives as C
 
@@ -233,7 +234,7 @@ def _checkpoint_is_collective(accelerator: Any) -> bool:
 class Watchdog(threading.Thread):
     """The rank's background thread: stack dumps on request, abort, launcher death."""
 
-    def __init__(self, store, rank: int, main_thread: int, parent_pid: int, guard: "Guard | None" = None) -> None:
+    def __init__(self, store, rank: int, main_thread: int, parent_pid: int, guard: Guard | None = None) -> None:
         super().__init__(name="runtime_checks-watchdog", daemon=True)
         self.guard = guard
         self.store = store

@@ -50,13 +50,13 @@ class Op:
 @dataclass
 class Choice:
     key: cst.CSTNode
-    branches: list[list["Item"]]
+    branches: list[list[Item]]
 
 
 @dataclass
 class Loop:
     key: cst.CSTNode
-    body: list["Item"]
+    body: list[Item]
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Fork:
     """A rank-dependent condition the evaluator cannot resolve: both outcomes happen."""
 
     key: cst.CSTNode
-    branches: list[list["Item"]]
+    branches: list[list[Item]]
     guard: Guard
     inlined: bool = False
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar, Iterable
+from typing import ClassVar
+from collections.abc import Iterable
 
 import libcst as cst
 
@@ -58,9 +59,9 @@ class Rule:
 
 def _dedent(text: str) -> str:
     lines = text.expandtabs().splitlines()
-    indents = [len(l) - len(l.lstrip()) for l in lines[1:] if l.strip()]
+    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()]
     cut = min(indents) if indents else 0
-    return "\n".join([lines[0].strip()] + [l[cut:] for l in lines[1:]]).strip() + "\n"
+    return "\n".join([lines[0].strip()] + [line[cut:] for line in lines[1:]]).strip() + "\n"
 
 
 def quote(text: str, limit: int = 60) -> str:
