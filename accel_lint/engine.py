@@ -70,6 +70,10 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         return result
     try:
         model = FileModel(module, config.accelerator_names)
+    except RecursionError:
+        # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
+        result.errors.append(FileError(path, "too deeply nested to analyse (recursion limit); skipped"))
+        return result
     except Exception as exc:  # an analysis bug must not stop the run
         result.errors.append(FileError(path, _internal("building the model", exc), internal=True))
         return result

@@ -243,3 +243,13 @@ def test_linter_never_imports_torch_or_accelerate(write):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_deeply_nested_file_is_reported_and_skipped(write, tmp_path):
+    strings = " ".join(f'"part{i}"' for i in range(3000))
+    write("a_generated.py", f"accelerator = None\nTEXT = ({strings})\n")
+    write("b_train.py", BAD)
+    result = invoke(str(tmp_path))
+    assert "a_generated.py: too deeply nested to analyse (recursion limit); skipped" in result.output
+    assert "b_train.py:6:5: AL101" in result.output
+    assert result.exit_code == 2
