@@ -2,7 +2,7 @@
 
 Events travel out of band through a ``torch.distributed.TCPStore`` queue (never through
 a collective), so recording costs no synchronization and still works when the process
-group is stuck. Each event is one JSON object pushed to ``EVENTS_QUEUE``.
+group is stuck. Each message pushed to ``EVENTS_QUEUE`` is a JSON list of events (a batch).
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ EXIT_CODES = {
 }
 
 
-def encode(event: dict[str, Any]) -> str:
-    return json.dumps(event, separators=(",", ":"), default=str)
+def encode(message: dict[str, Any] | list[dict[str, Any]]) -> str:
+    """One event, or a batch of events in the order they happened."""
+    return json.dumps(message, separators=(",", ":"), default=str)
 
 
-def decode(raw: bytes) -> dict[str, Any]:
-    return json.loads(raw.decode("utf-8"))
+def decode(raw: bytes) -> list[dict[str, Any]]:
+    message = json.loads(raw.decode("utf-8"))
+    return message if isinstance(message, list) else [message]

@@ -19,6 +19,7 @@ from . import protocol as P
 from .report import Finding, describe_site, render_text, write_json
 
 POLL_S = 0.05
+SETTLE_S = 0.25  # ranks send events in batches every 0.05 s: wait this long before describing a crash
 KEEP_PER_RANK = 256
 TIMEOUT_FLOOR_S = 30.0
 # ops whose input tensors must have the same shape and dtype on every rank
@@ -77,10 +78,11 @@ class Watcher:
             return
         for _ in range(pending):
             try:
-                event = P.decode(self.store.queue_pop(P.EVENTS_QUEUE, False))
+                events = P.decode(self.store.queue_pop(P.EVENTS_QUEUE, False))
             except Exception:
                 return
-            self._apply(event)
+            for event in events:
+                self._apply(event)
 
     def _apply(self, e: dict[str, Any]) -> None:
         r = self.ranks.setdefault(e["rank"], RankState(e["rank"]))
@@ -203,6 +205,8 @@ class Watcher:
             causes = raised
         first = min(causes, key=lambda r: r.exception["t"])
         exc = first.exception
+        if time.time() - exc["t"] < SETTLE_S:
+            return None  # let the peers' buffered events arrive, to say where they wait
         text = exc["message"] + " " + exc.get("cause", "")
         if "DistributedOperationException" in exc["type"] or "shape mismatch" in text:
             return self._shape_finding_from_exception(first)
@@ -240,6 +244,8 @@ class Watcher:
         if not dead:
             return None
         first = min(dead, key=lambda r: r.died_at or 0)
+        if time.time() - (first.died_at or 0) < SETTLE_S:
+            return None
         waiting = [x for x in self.ranks.values() if x.current is not None and not x.died]
         blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
                             for x in waiting) or "no peer was inside a collective yet"
@@ -405,7 +411,7 @@ class Watcher:
                 key = P.STACK_KEY.format(rank=rank)
                 try:
                     if self.store.check([key]):
-                        self.ranks[rank].stack = P.decode(self.store.get(key))
+                        self.ranks[rank].stack = P.decode(self.store.get(key))[0]
                         missing.discard(rank)
                 except Exception:
                     missing.discard(rank)
