@@ -109,6 +109,11 @@ def render_text(finding: Finding, report_path: str | None, stream=None) -> None:
         mark = "  <- culprit" if finding.culprit == row["rank"] else ""
         lines.append(f"  rank {row['rank']}  {row['state']:<13} {op:<45} {describe_site(row.get('site'))}"
                      + (f"   ({hint})" if hint else "") + mark)
+    groups = finding.extra.get("stack_groups")
+    if groups and len(groups) > 1:
+        lines.append("  stacks: " + "; ".join(
+            f"rank{'s' if len(g['ranks']) > 1 else ''} {','.join(map(str, g['ranks']))} at {describe_site(g['site'])}"
+            for g in groups))
     lines.append(f"  why: {finding.why}")
     lines.append(f"  fix: {finding.hint}")
     if report_path:

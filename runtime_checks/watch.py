@@ -422,6 +422,18 @@ class Watcher:
             return
         self.request_stacks()
         self.finding.rows = [self._refresh(row) for row in self.finding.rows]
+        self.finding.extra["stack_groups"] = self.stack_groups()
+
+    def stack_groups(self) -> list[dict[str, Any]]:
+        """Ranks grouped by where their Python stack stands; the largest group first (in a hang the
+        majority are the victims, a rank alone in its group is the outlier)."""
+        groups: dict[tuple, list[int]] = {}
+        for rank, r in sorted(self.ranks.items()):
+            site = (r.stack or {}).get("site")
+            key = (site["file"], site["line"]) if site else ("?", 0)
+            groups.setdefault(key, []).append(rank)
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+        return [{"ranks": ranks, "site": {"file": f, "line": line} if f != "?" else None} for (f, line), ranks in ordered]
 
     def _refresh(self, row: dict) -> dict:
         r = self.ranks[row["rank"]]

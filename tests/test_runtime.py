@@ -70,6 +70,9 @@ def test_hang_blames_the_rank_that_is_computing(distributed_run):
                                                           ("hang.py", 10))
     assert (rank1["state"], site(rank1)) == ("computing", ("hang.py", 9))
     assert any("time.sleep(600)" in line for line in rank1["stack"])
+    groups = result.finding["extra"]["stack_groups"]
+    assert sorted(tuple(g["ranks"]) for g in groups) == [(0,), (1,)]
+    assert "stacks: rank 0 at" in result.stderr
     assert result.row(0)["last_completed"]["seq"] == 0
     assert result.leftover_pids == []
 
