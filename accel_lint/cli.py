@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -41,12 +42,14 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default: the number of CPUs).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="pyproject.toml to read instead of the nearest one.")
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
 def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, exit_zero, quiet,
-         statistics, config_path, list_rules, explain) -> None:
+         statistics, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
     if list_rules:
         for rule in all_rules():
@@ -69,7 +72,7 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
     files, missing = discover(list(paths) or ["."], config)
     for message in missing:
         click.echo(f"accel-lint: error: {message}", err=True)
-    result = lint_paths(files, config)
+    result = lint_paths(files, config, jobs or os.cpu_count() or 1)
     for error in result.errors:
         click.echo(f"accel-lint: error: {error.path}: {error.message}", err=True)
     if output_format == "json":

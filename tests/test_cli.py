@@ -253,3 +253,15 @@ def test_deeply_nested_file_is_reported_and_skipped(write, tmp_path):
     assert "a_generated.py: too deeply nested to analyse (recursion limit); skipped" in result.output
     assert "b_train.py:6:5: AL101" in result.output
     assert result.exit_code == 2
+
+
+def test_parallel_run_gives_the_same_output_as_a_single_process(write, tmp_path):
+    for i in range(12):
+        write(f"pkg/train_{i:02d}.py", BAD)
+    write("pkg/broken.py", "from accelerate import Accelerator\ndef f(:\n")
+    write("pkg/binary.py", b"accelerator\x00")
+    one = invoke(str(tmp_path / "pkg"), "--jobs", "1")
+    two = invoke(str(tmp_path / "pkg"), "--jobs", "2")
+    assert one.output == two.output and one.exit_code == two.exit_code == 2
+    assert one.output.count("AL101") == 12 and "AL001" in one.output
+    assert invoke(str(tmp_path / "pkg"), "--jobs", "0").exit_code == 2
