@@ -41,3 +41,14 @@ def test_whole_fixture_directory_in_one_run_is_sorted_and_complete():
     assert keys == sorted(keys)
     assert len(findings) == sum(len(_expected(p)) for p in SCRIPTS)
     assert code == 1
+
+
+def test_messages_name_the_guard_the_chain_and_the_call_site():
+    _, findings = json_findings(str(FIXTURES / "al301_rank_gated_collective_bad.py"), str(FIXTURES / "al401_unguarded_write_bad.py"))
+    by_line = {(f["path"].rsplit("/", 1)[-1], f["line"]): f["message"] for f in findings}
+    assert by_line[("al301_rank_gated_collective_bad.py", 28)].startswith(
+        "`evaluate() → compute_metrics() → accelerator.gather_for_metrics()` runs only where "
+        "`accelerator.is_main_process and step % 100 == 0` (line 27) is true"
+    )
+    assert "early exit on `not accelerator.is_main_process` (line 35)" in by_line[("al301_rank_gated_collective_bad.py", 37)]
+    assert "(through the unguarded call on line 19)" in by_line[("al401_unguarded_write_bad.py", 11)]

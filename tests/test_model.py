@@ -247,6 +247,21 @@ def test_rank_dependent_and_uniform_conditions(model, node, rank_dependent):
     assert model.ranks.is_rank_dependent(node.test) is rank_dependent
 
 
+def test_rank_predicate_stored_in_an_attribute_in_another_method():
+    model = build("""
+    from accelerate import Accelerator
+    class Runner:
+        def __init__(self):
+            self.accelerator = Accelerator()
+            self.is_main = self.accelerator.is_main_process
+        def save(self):
+            if self.is_main:
+                self.accelerator.wait_for_everyone()
+    """)
+    [div] = model.divergences
+    assert model.code(div.op.guard.condition) == "self.is_main"
+
+
 REGION_SOURCE = """
 from accelerate import Accelerator
 accelerator = Accelerator()

@@ -34,6 +34,16 @@ def test_correct_runs_exit_zero_with_an_empty_report(distributed_run, script):
     assert result.leftover_pids == []
 
 
+def test_module_form(distributed_run, tmp_path):
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text((RUNTIME / "divergence.py").read_text())
+    result = distributed_run("mypkg.train", module=True, timeout=20, env={"PYTHONPATH": str(tmp_path)})
+    assert (result.exit_code, result.kind) == (10, "divergence")
+    assert site(result.row(0)) == ("train.py", 9)
+
+
 def test_divergence_names_both_ranks_lines_and_the_branch(distributed_run):
     result = distributed_run(RUNTIME / "divergence.py", timeout=20)
     assert (result.exit_code, result.kind) == (10, "divergence")

@@ -120,6 +120,15 @@ class FileModel:
     def op_kind(self, call: cst.Call) -> str | None:
         return self.ops.op_kind(call)
 
+    def unguarded_call_site(self, scope: ScopeNode) -> cst.Call | None:
+        """For a helper, the first same-file call that runs it on every rank (for messages)."""
+        if isinstance(scope, cst.Module):
+            return None
+        for site in self.ops.call_sites(scope):
+            if self.rank_guard_of(site) is None and self.runs_on_every_rank(self.index.scope_of(site)):
+                return site
+        return None
+
     def runs_on_every_rank(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
         """Whether code in ``scope`` (outside local guards) runs on every rank of an Accelerate
         program: module code; functions that use an accelerator and are not gated; helpers

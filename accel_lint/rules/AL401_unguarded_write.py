@@ -101,10 +101,12 @@ tokenizer.save_pretrained("out")  # expect: AL401
                 continue
             acc = model.accelerator_name_in(scope)
             path = quote(model.code(write.path), 40) if write.path is not None else "its target"
+            site = model.unguarded_call_site(scope)
+            via = f" (through the unguarded call on line {model.line_of(site)})" if site is not None else ""
             yield Finding(
                 call,
-                f"`{write.what}` writes {path} on every rank at once, which corrupts or races on a shared file "
-                f"system; guard it with `if {acc}.is_main_process:` or use `{acc}.save()`",
+                f"`{write.what}` writes {path} on every rank at once{via}, which corrupts or races on a shared "
+                f"file system; guard it with `if {acc}.is_main_process:` or use `{acc}.save()`",
             )
 
 
