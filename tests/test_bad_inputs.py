@@ -1,0 +1,86 @@
+"""Inputs that must give a clear diagnostic (or none) and never stop the run."""
+
+from __future__ import annotations
+
+import os
+
+from click.testing import CliRunner
+
+from accel_lint.cli import main
+from accel_lint.config import Config
+from accel_lint.engine import lint_paths, lint_source
+
+TRAIN = (
+    "from accelerate import Accelerator\n"
+    "accelerator = Accelerator()\n"
+    "if accelerator.is_main_process:\n"
+    "    accelerator.wait_for_everyone()\n"
+)
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["--output-format", "json", *args], catch_exceptions=False)
+
+
+def codes(source: bytes | str) -> list[tuple[int, str]]:
+    result = lint_source(source, "x.py", Config())
+    assert not [e for e in result.errors if e.internal], result.errors
+    return [(d.line, d.code) for d in result.diagnostics]
+
+
+def test_python2_print_statement_is_a_syntax_error():
+    assert codes("from accelerate import Accelerator\nprint 'hello'\n") == [(2, "AL001")]
+
+
+def test_utf8_bom_crlf_mixed_endings_and_tabs_still_report_the_right_line():
+    assert codes(b"\xef\xbb\xbf" + TRAIN.encode()) == [(4, "AL301")]
+    assert codes(TRAIN.replace("\n", "\r\n").encode()) == [(4, "AL301")]
+    mixed = TRAIN.replace("\n", "\r\n", 2).encode()
+    assert codes(mixed) == [(4, "AL301")]
+    assert codes(TRAIN.replace("    ", "\t")) == [(4, "AL301")]
+
+
+def test_empty_and_whitespace_files():
+    assert codes(b"") == []
+    assert codes(b"\n\n   \n# accelerator\n") == []
+
+
+def test_deep_nesting_does_not_crash():
+    nested = "accelerator = " + "(" * 500 + "1" + ")" * 500 + "\n"
+    result = lint_source(nested, "deep.py", Config())
+    assert result.diagnostics == [] or result.diagnostics[0].code == "AL001"
+    assert all("too deeply nested" in e.message for e in result.errors)
+
+
+def test_symlink_loop_directory_named_py_and_missing_path(tmp_path):
+    root = tmp_path / "proj"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "train.py").write_text(TRAIN)
+    (root / "pkg" / "loop").symlink_to(root / "pkg", target_is_directory=True)
+    (root / "pkg" / "weird.py").mkdir()
+    (root / "pkg" / "dangling.py").symlink_to(root / "nowhere.py")
+    result = run(str(root), str(tmp_path / "absent.py"))
+    out = result.output
+    assert '"code": "AL301"' in out and out.count('"code": "AL301"') == 1  # the loop is not followed
+    assert "absent.py: no such file or directory" in out
+    assert "dangling.py: cannot read" in out
+    assert result.exit_code == 2
+
+
+def test_directory_named_x_py_given_explicitly_is_walked(tmp_path):
+    folder = tmp_path / "x.py"
+    folder.mkdir()
+    (folder / "inner.py").write_text(TRAIN)
+    assert '"AL301"' in run(str(folder)).output
+
+
+def test_file_deleted_during_the_run(tmp_path):
+    keep = tmp_path / "a.py"
+    gone = tmp_path / "b.py"
+    keep.write_text(TRAIN)
+    gone.write_text(TRAIN)
+    files = [keep, gone]
+    gone.unlink()  # listed by discovery, gone by the time it is read
+    result = lint_paths(files, Config())
+    assert [(os.path.basename(d.path), d.code) for d in result.diagnostics] == [("a.py", "AL301")]
+    assert [e.message for e in result.errors] == ["cannot read: No such file or directory; skipped"]
