@@ -8,7 +8,9 @@ one rule is an internal error for that file and rule, and the run goes on.
 from __future__ import annotations
 
 import ast
+import sys
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,17 +68,29 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         result.errors.append(FileError(path, f"cannot decode: {exc} (not UTF-8 and no valid coding cookie); skipped"))
         return result
     except RecursionError:
-        result.errors.append(FileError(path, "too deeply nested to parse; skipped", internal=True))
+        result.errors.append(FileError(path, "too deeply nested to parse; skipped"))
         return result
+    try:
+        with _deep_recursion():
+            _analyse(module, data, path, config, enabled, result)
+    except RecursionError:
+        # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
+        result.diagnostics = []
+        result.errors.append(FileError(path, "too deeply nested to analyse (recursion limit); skipped"))
+    result.diagnostics = sorted(set(result.diagnostics))
+    return result
+
+
+def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
+             result: LintResult) -> None:
+    """Model once, then every enabled rule; an exception in one rule is that rule's internal error."""
     try:
         model = FileModel(module, config.accelerator_names)
     except RecursionError:
-        # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
-        result.errors.append(FileError(path, "too deeply nested to analyse (recursion limit); skipped"))
-        return result
+        raise
     except Exception as exc:  # an analysis bug must not stop the run
         result.errors.append(FileError(path, _internal("building the model", exc), internal=True))
-        return result
+        return
     lines = data.decode(module.encoding, errors="replace").splitlines()  # cheaper than module.code
     for rule_cls in enabled:
         if rule_cls.code == "AL001":
@@ -93,10 +107,10 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
                     Diagnostic(path, line, col, end_line, end_col, rule.code, rule.name,
                                finding.severity or rule.severity, finding.message)
                 )
+        except RecursionError:
+            raise
         except Exception as exc:
             result.errors.append(FileError(path, _internal(rule.code, exc), internal=True))
-    result.diagnostics = sorted(set(result.diagnostics))
-    return result
 
 
 def lint_file(path: Path, config: Config) -> LintResult:
@@ -142,6 +156,18 @@ def _lint_in_workers(files: list[Path], config: Config, jobs: int) -> list[LintR
         # a worker died (e.g. a native crash on one file): redo the run in this process, where a
         # Python exception is caught per file and reported
         return [lint_file(path, config) for path in files]
+
+
+@contextmanager
+def _deep_recursion(limit: int = 8000):
+    """libcst trees nest several frames per level of source nesting: allow deeper recursion
+    while a file is analysed (CPython 3.11+ does not use the C stack for these calls)."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def _syntax_error_position(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
