@@ -20,7 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds a rank may wait in a collective while a peer is elsewhere (default: 20x the "
                              "slowest observed interval between collectives, at least 30)")
-    parser.add_argument("--report", default=None, help="write the JSON report here")
+    parser.add_argument("--report", default=None,
+                        help="write the JSON report here (default: runtime_checks_report.json, written only when "
+                             "there is a finding)")
     parser.add_argument("-m", dest="module", default=None, help="run a module instead of a script")
     parser.add_argument("target", nargs=argparse.REMAINDER, help="script.py [args...]")
     ns = parser.parse_args(argv)

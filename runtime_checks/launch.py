@@ -19,6 +19,8 @@ from . import protocol as P
 from .report import Finding, render_text, write_json
 from .watch import POLL_S, Watcher, process_alive
 
+DEFAULT_REPORT = "runtime_checks_report.json"
+
 
 def default_nproc() -> int:
     import torch
@@ -115,9 +117,9 @@ class _WatchThread(threading.Thread):
             self.finding = finding
             if stop_ranks:
                 self.watcher.fill_rows_with_stacks()
-            render_text(finding, self.report)
-            if self.report:
-                write_json(finding, self.report, self.watcher)
+            path = self.report or DEFAULT_REPORT  # a finding always leaves its report behind
+            render_text(finding, path)
+            write_json(finding, path, self.watcher)
             if stop_ranks:
                 self._stop_ranks()
 

@@ -223,3 +223,12 @@ def test_plain_torchrun_on_cpu_is_reported_as_not_distributed(tmp_path):
     assert finding["kind"] == "not_distributed"
     assert "correct_ddp.py:6" in finding["why"] and "WORLD_SIZE=2" in finding["why"]
     assert _wait_gone("correct_ddp.py", 10) == []
+
+
+def test_a_finding_writes_the_default_report_in_the_working_directory(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "runtime_checks", "--nproc", "2", "--timeout", "20",
+                           str(RUNTIME / "divergence.py")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 10
+    assert "report (stacks, per-rank fingerprints): runtime_checks_report.json" in proc.stderr
+    data = json.load(open(tmp_path / "runtime_checks_report.json"))
+    assert data["findings"][0]["kind"] == "divergence" and data["exit_code"] == 10
