@@ -19,8 +19,6 @@ from . import protocol as P
 from .report import Finding, render_text, write_json
 from .watch import POLL_S, Watcher, process_alive
 
-DEFAULT_REPORT = "runtime_checks_report.json"
-
 
 def default_nproc() -> int:
     import torch
@@ -117,7 +115,7 @@ class _WatchThread(threading.Thread):
             self.finding = finding
             if stop_ranks:
                 self.watcher.fill_rows_with_stacks()
-            path = self.report or DEFAULT_REPORT  # a finding always leaves its report behind
+            path = self.report or P.DEFAULT_REPORT  # a finding always leaves its report behind
             render_text(finding, path)
             write_json(finding, path, self.watcher)
             if stop_ranks:

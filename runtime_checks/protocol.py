@@ -14,6 +14,7 @@ ENV_STORE = "RUNTIME_CHECKS_STORE"  # host:port of the store the watcher reads
 ENV_TIMEOUT = "RUNTIME_CHECKS_TIMEOUT"
 ENV_REPORT = "RUNTIME_CHECKS_REPORT"
 ENV_PORT = "RUNTIME_CHECKS_PORT"  # in-rank mode: port global rank 0 serves the store on
+DEFAULT_REPORT = "runtime_checks_report.json"  # where a finding's report goes without --report
 
 EVENTS_QUEUE = "rc/events"
 DUMP_REQUEST = "rc/dump"  # the watcher asks every rank for its Python stack

@@ -519,9 +519,9 @@ class InRankWatcher(threading.Thread):
 
     def _conclude(self, finding: Finding) -> None:
         self.watcher.fill_rows_with_stacks()
-        render_text(finding, self.report_path)
-        if self.report_path:
-            write_json(finding, self.report_path, self.watcher)
+        path = self.report_path or P.DEFAULT_REPORT
+        render_text(finding, path)
+        write_json(finding, path, self.watcher)
         self.exit_code = P.EXIT_CODES[finding.kind]
         try:
             self.watcher.store.set(P.ABORT, str(self.exit_code))
