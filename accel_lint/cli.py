@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .config import Config, ConfigError, find_pyproject, load_config
+from .config import Config, ConfigError, find_pyproject, load_config, parse_size
 from .discovery import discover
 from .engine import lint_paths
 from .report import json_report, text_report
@@ -42,6 +42,8 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--max-file-size", metavar="SIZE", default=None,
+              help="Skip larger files with a notice, e.g. 2MB (default), 500kB.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: the number of CPUs).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="pyproject.toml to read instead of the nearest one.")
@@ -49,7 +51,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
 def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, exit_zero, quiet,
-         statistics, jobs, config_path, list_rules, explain) -> None:
+         statistics, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
     if list_rules:
         for rule in all_rules():
@@ -69,10 +71,17 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
         click.echo(f"accel-lint: error: {exc}", err=True)
         sys.exit(2)
     config = _apply_flags(config, select, extend_select, ignore, exclude, extend_exclude)
+    if max_file_size is not None:
+        try:
+            config = replace(config, max_file_size=parse_size(max_file_size))
+        except ConfigError as exc:
+            raise click.UsageError(f"--{exc}") from None
     files, missing = discover(list(paths) or ["."], config)
     for message in missing:
         click.echo(f"accel-lint: error: {message}", err=True)
     result = lint_paths(files, config, jobs or os.cpu_count() or 1)
+    for notice in result.notices:
+        click.echo(f"accel-lint: notice: {notice.path}: {notice.message}", err=True)
     for error in result.errors:
         click.echo(f"accel-lint: error: {error.path}: {error.message}", err=True)
     if output_format == "json":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,7 +16,10 @@ DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist", "__pycache__", ".tox", ".nox",
     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".accel_lint_cache", "*.egg-info", "site-packages",
 )
-KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "accelerator-names"}
+KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "accelerator-names",
+              "max-file-size"}
+DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024  # libcst needs about 1 GB for one huge generated file
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
 
 
 class ConfigError(Exception):
@@ -29,6 +33,7 @@ class Config:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDES
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     accelerator_names: tuple[str, ...] = ("accelerator",)
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
     root: Path = field(default_factory=Path.cwd)
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
@@ -56,6 +61,17 @@ def _relative(path: str, root: Path) -> str:
         return Path(path).resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return Path(path).as_posix()
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from ``2097152``, ``"2MB"``, ``"500kB"`` or ``"1.5M"`` (k/M/G are powers of 1024)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    m = _SIZE.match(str(value))
+    if not m or float(m.group(1)) <= 0:
+        raise ConfigError(f"max-file-size: expected a size such as 2MB or 500kB, got {value!r}")
+    unit = (m.group(2) or "b")[0].lower()
+    return int(float(m.group(1)) * {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit])
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -105,6 +121,8 @@ def load_config(pyproject: Path | None) -> Config:
         if not isinstance(table, dict):
             raise ConfigError(f"{pyproject}: [tool.accel-lint] per-file-ignores must be a table of glob = [codes]")
         cfg = replace(cfg, per_file_ignores=tuple((k, _codes(v, "per-file-ignores", pyproject)) for k, v in table.items()))
+    if "max-file-size" in data:
+        cfg = replace(cfg, max_file_size=parse_size(data["max-file-size"]))
     if "accelerator-names" in data:
         cfg = replace(cfg, accelerator_names=tuple(data["accelerator-names"]))
     return cfg

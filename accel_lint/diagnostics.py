@@ -30,3 +30,12 @@ class FileError:
     path: str
     message: str
     internal: bool = False
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A file deliberately not checked (e.g. larger than max-file-size): printed, never silent,
+    and not a failure."""
+
+    path: str
+    message: str

@@ -17,7 +17,7 @@ from pathlib import Path
 import libcst as cst
 
 from .config import Config
-from .diagnostics import Diagnostic, FileError
+from .diagnostics import Diagnostic, FileError, Notice
 from .model import FileModel
 from .rules import Rule, all_rules
 from .suppressions import is_suppressed
@@ -41,6 +41,7 @@ def may_have_findings(data: bytes, config: Config) -> bool:
 class LintResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
     files_checked: int = 0
 
 
@@ -48,6 +49,9 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     """Lint one file's contents. ``rules`` defaults to every enabled rule."""
     result = LintResult(files_checked=1)
     data = source.encode("utf-8") if isinstance(source, str) else source
+    if len(data) > config.max_file_size:
+        result.notices.append(_too_large(path, len(data), config))
+        return result
     if b"\x00" in data:
         result.errors.append(FileError(path, "binary file (contains NUL bytes); skipped"))
         return result
@@ -116,6 +120,12 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
 def lint_file(path: Path, config: Config) -> LintResult:
     display = path.as_posix()
     try:
+        size = path.stat().st_size
+        if size > config.max_file_size:
+            return LintResult(notices=[_too_large(display, size, config)], files_checked=1)
+    except OSError:
+        pass  # reading it below gives the precise error
+    try:
         data = path.read_bytes()
     except IsADirectoryError:
         return LintResult(errors=[FileError(display, "is a directory, not a file; skipped")], files_checked=1)
@@ -139,6 +149,7 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1) -> LintResult:
     for one in results:
         total.diagnostics.extend(one.diagnostics)
         total.errors.extend(one.errors)
+        total.notices.extend(one.notices)
         total.files_checked += one.files_checked
     total.diagnostics.sort()
     total.errors.sort(key=lambda e: e.path)
@@ -182,6 +193,14 @@ def _syntax_error_position(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int
         pass
     message = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
     return exc.editor_line, exc.editor_column, message
+
+
+def _too_large(path: str, size: int, config: Config) -> Notice:
+    return Notice(path, f"skipped: {_human(size)} is over max-file-size ({_human(config.max_file_size)})")
+
+
+def _human(size: int) -> str:
+    return f"{size / 1024**2:.1f} MB" if size >= 1024**2 else f"{size / 1024:.1f} kB"
 
 
 def _internal(where: str, exc: BaseException) -> str:

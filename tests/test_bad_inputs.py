@@ -86,3 +86,39 @@ def test_file_deleted_during_the_run(tmp_path):
     result = lint_paths(files, Config())
     assert [(os.path.basename(d.path), d.code) for d in result.diagnostics] == [("a.py", "AL301")]
     assert [e.message for e in result.errors] == ["cannot read: No such file or directory; skipped"]
+
+
+def test_files_over_max_file_size_are_skipped_with_a_notice_not_a_failure(tmp_path):
+    big = tmp_path / "generated.py"
+    big.write_text(TRAIN + "\n".join(f"x{i} = {i}  # accelerator" for i in range(175_000)) + "\n")
+    size_mb = big.stat().st_size / 1024 / 1024
+    assert size_mb > 5
+    small = tmp_path / "train.py"
+    small.write_text(TRAIN.replace("is_main_process", "is_main_process and True"))
+    result = CliRunner().invoke(main, [str(tmp_path)], catch_exceptions=False)
+    assert f"accel-lint: notice: {big}: skipped: {size_mb:.1f} MB is over max-file-size (2.0 MB)" in result.output
+    assert "train.py:4:5: AL301" in result.output
+    assert result.exit_code == 1  # the finding fails the run; the notice does not
+
+
+def test_max_file_size_flag(tmp_path):
+    medium = tmp_path / "medium.py"
+    medium.write_text(TRAIN + "#" * 30_000 + "\n")
+    skipped = CliRunner().invoke(main, [str(medium), "--max-file-size", "10kB"], catch_exceptions=False)
+    assert "is over max-file-size (10.0 kB)" in skipped.output and skipped.exit_code == 0
+    checked = CliRunner().invoke(main, [str(medium), "--max-file-size", "100kB", "-q"], catch_exceptions=False)
+    assert "notice" not in checked.output and "medium.py:4:5: AL301" in checked.output
+    assert CliRunner().invoke(main, [str(medium), "--max-file-size", "lots"]).exit_code == 2
+
+
+def test_max_file_size_in_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.accel-lint]\nmax-file-size = "1kB"\n')
+    (tmp_path / "train.py").write_text(TRAIN + "#" * 2000 + "\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        result = CliRunner().invoke(main, [], catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    assert "train.py: skipped: 2.1 kB is over max-file-size (1.0 kB)" in result.output
+    assert result.exit_code == 0
