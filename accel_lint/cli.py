@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .cache import CACHE_DIR_NAME
 from .config import Config, ConfigError, find_pyproject, load_config, parse_size
 from .discovery import discover
 from .engine import lint_paths
@@ -42,6 +43,9 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (also ACCEL_LINT_NO_CACHE=1).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Where to keep the cache (default: .accel_lint_cache next to the configuration).")
 @click.option("--max-file-size", metavar="SIZE", default=None,
               help="Skip larger files with a notice, e.g. 2MB (default), 500kB.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
@@ -51,7 +55,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
 def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, exit_zero, quiet,
-         statistics, max_file_size, jobs, config_path, list_rules, explain) -> None:
+         statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
     if list_rules:
         for rule in all_rules():
@@ -71,6 +75,8 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
         click.echo(f"accel-lint: error: {exc}", err=True)
         sys.exit(2)
     config = _apply_flags(config, select, extend_select, ignore, exclude, extend_exclude)
+    if not (no_cache or os.environ.get("ACCEL_LINT_NO_CACHE")):
+        config = replace(config, cache_dir=Path(cache_dir) if cache_dir else config.root / CACHE_DIR_NAME)
     if max_file_size is not None:
         try:
             config = replace(config, max_file_size=parse_size(max_file_size))

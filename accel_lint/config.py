@@ -34,6 +34,7 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     accelerator_names: tuple[str, ...] = ("accelerator",)
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    cache_dir: Path | None = None  # None: no cache
     root: Path = field(default_factory=Path.cwd)
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
@@ -47,6 +48,10 @@ class Config:
         sel = max((len(p) for p in self.select if code.startswith(p)), default=-1)
         ign = max((len(p) for p in ignores if code.startswith(p)), default=-1)
         return sel > ign
+
+    def settings_fingerprint(self) -> str:
+        """What, besides the enabled rules, changes a file's result (part of the cache key)."""
+        return f"{self.accelerator_names}|{self.max_file_size}"
 
     def is_excluded(self, path: Path) -> bool:
         rel = _relative(str(path), self.root)

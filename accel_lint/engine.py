@@ -16,6 +16,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from .cache import ResultCache, cache_key
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .model import FileModel
@@ -58,6 +59,21 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     if not may_have_findings(data, config):
         return result
     enabled = [r for r in (rules if rules is not None else all_rules()) if config.is_enabled(r.code, path)]
+    cache = ResultCache(config.cache_dir) if config.cache_dir is not None and rules is None else None
+    key = cache_key(data, [r.code for r in enabled], config.settings_fingerprint()) if cache else ""
+    if cache is not None:
+        hit = cache.get(key, path)
+        if hit is not None:
+            result.diagnostics, result.errors = hit
+            return result
+    _lint_parsed(data, path, config, enabled, result)
+    if cache is not None:
+        cache.put(key, result.diagnostics, result.errors)
+    return result
+
+
+def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult) -> None:
+    """Parse, build the model, run the rules; everything goes into ``result``."""
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
@@ -67,13 +83,13 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
                 Diagnostic(path, line, col, line, col, "AL001", "syntax-error", "error",
                            f"syntax error: {message}; the file was not checked")
             )
-        return result
+        return
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         result.errors.append(FileError(path, f"cannot decode: {exc} (not UTF-8 and no valid coding cookie); skipped"))
-        return result
+        return
     except RecursionError:
         result.errors.append(FileError(path, "too deeply nested to parse; skipped"))
-        return result
+        return
     try:
         with _deep_recursion():
             _analyse(module, data, path, config, enabled, result)
@@ -82,7 +98,6 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         result.diagnostics = []
         result.errors.append(FileError(path, "too deeply nested to analyse (recursion limit); skipped"))
     result.diagnostics = sorted(set(result.diagnostics))
-    return result
 
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Tests see fresh results (a cached result would hide a monkeypatched failure); test_cache.py
+# turns the cache back on where it is the subject.
+os.environ["ACCEL_LINT_NO_CACHE"] = "1"
 FIXTURES = REPO / "fixtures" / "lint"
 
 

@@ -1,0 +1,74 @@
+"""The on-disk cache of per-file results, keyed by content hash + enabled rules + settings + version.
+
+Layout (as ruff does): ``.accel_lint_cache/`` next to the configuration, with a ``.gitignore``
+that ignores everything in it; one small JSON file per cached result. Only files that pass the
+byte prefilter are cached (the prefilter is cheaper than hashing). Results with internal errors
+are never cached, so a fixed bug is re-checked. A corrupt or unreadable entry is a miss.
+
+The key depends on the file's content alone: cross-module analysis, when it comes, has to add
+what a file's findings depend on in other files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from . import __version__
+from .diagnostics import Diagnostic, FileError
+
+CACHE_DIR_NAME = ".accel_lint_cache"
+
+
+def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{__version__}\0{','.join(enabled_codes)}\0{settings}\0".encode())
+    digest.update(data)
+    return digest.hexdigest()
+
+
+class ResultCache:
+    """Get and put one file's diagnostics and (non-internal) errors by key."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _path(self, key: str) -> Path:
+        return self.directory / __version__ / key[:2] / f"{key}.json"
+
+    def get(self, key: str, path: str) -> tuple[list[Diagnostic], list[FileError]] | None:
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            diagnostics = [Diagnostic(path, *d) for d in data["diagnostics"]]
+            errors = [FileError(path, message) for message in data["errors"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return diagnostics, errors
+
+    def put(self, key: str, diagnostics: list[Diagnostic], errors: list[FileError]) -> None:
+        if any(e.internal for e in errors):
+            return
+        entry = {
+            "diagnostics": [[d.line, d.column, d.end_line, d.end_column, d.code, d.name, d.severity, d.message]
+                            for d in diagnostics],
+            "errors": [e.message for e in errors],
+        }
+        target = self._path(key)
+        try:
+            self._ensure_root()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(entry, f)
+            os.replace(tmp, target)  # atomic: parallel workers never see half an entry
+        except OSError:
+            pass  # a read-only tree still gets linted, just without a cache
+
+    def _ensure_root(self) -> None:
+        ignore = self.directory / ".gitignore"
+        if not ignore.exists():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            ignore.write_text("# Automatically created by accel-lint.\n*\n", encoding="utf-8")
