@@ -18,6 +18,9 @@ from .report import json_report, text_report
 from .rules import all_rules, rule_by_code
 
 
+PROGRESS_MIN_FILES = 200
+
+
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     out: list[str] = []
     for value in values:
@@ -85,7 +88,7 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
     files, missing = discover(list(paths) or ["."], config)
     for message in missing:
         click.echo(f"accel-lint: error: {message}", err=True)
-    result = lint_paths(files, config, jobs or os.cpu_count() or 1)
+    result = lint_paths(files, config, jobs or os.cpu_count() or 1, _progress_reporter(len(files)))
     for notice in result.notices:
         click.echo(f"accel-lint: notice: {notice.path}: {notice.message}", err=True)
     for error in result.errors:
@@ -100,6 +103,26 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
         sys.exit(2)
     failing = [d for d in result.diagnostics if d.severity in ("error", "warning")]
     sys.exit(1 if failing and not exit_zero else 0)
+
+
+def _progress_reporter(total: int):
+    """A progress line on stderr for long runs, only on a terminal and never in CI."""
+    if total < PROGRESS_MIN_FILES or os.environ.get("CI") or not sys.stderr.isatty():
+        return None
+    import time
+
+    last = [0.0]
+
+    def report(done: int, of: int) -> None:
+        now = time.monotonic()
+        if done == of:
+            sys.stderr.write("\r\x1b[2K")  # clear the line before the results are printed
+        elif now - last[0] >= 0.1:
+            last[0] = now
+            sys.stderr.write(f"\raccel-lint: {done}/{of} files")
+        sys.stderr.flush()
+
+    return report
 
 
 def _apply_flags(config: Config, select, extend_select, ignore, exclude, extend_exclude) -> Config:

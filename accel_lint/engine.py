@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import sys
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,15 +154,19 @@ def lint_file(path: Path, config: Config) -> LintResult:
 PARALLEL_MIN_FILES = 8  # below this, starting worker processes costs more than it saves
 
 
-def lint_paths(files: list[Path], config: Config, jobs: int = 1) -> LintResult:
+def lint_paths(files: list[Path], config: Config, jobs: int = 1,
+               progress: Callable[[int, int], None] | None = None) -> LintResult:
     """Lint every file, in ``jobs`` worker processes when there are enough files.
-    The result does not depend on ``jobs``: diagnostics and errors come back sorted."""
+    The result does not depend on ``jobs``: diagnostics and errors come back sorted.
+    ``progress(done, total)`` is called as results arrive."""
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
         results = _lint_in_workers(files, config, jobs)
     else:
-        results = [lint_file(path, config) for path in files]
+        results = (lint_file(path, config) for path in files)
     total = LintResult()
-    for one in results:
+    for done, one in enumerate(results, 1):
+        if progress is not None:
+            progress(done, len(files))
         total.diagnostics.extend(one.diagnostics)
         total.errors.extend(one.errors)
         total.notices.extend(one.notices)
@@ -171,17 +176,21 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1) -> LintResult:
     return total
 
 
-def _lint_in_workers(files: list[Path], config: Config, jobs: int) -> list[LintResult]:
+def _lint_in_workers(files: list[Path], config: Config, jobs: int) -> Iterator[LintResult]:
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
+    yielded = 0
     try:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(lint_file, files, [config] * len(files), chunksize=4))
+            for result in pool.map(lint_file, files, [config] * len(files), chunksize=4):
+                yielded += 1  # map yields in file order: files[:yielded] are done
+                yield result
+            return
     except BrokenProcessPool:
-        # a worker died (e.g. a native crash on one file): redo the run in this process, where a
-        # Python exception is caught per file and reported
-        return [lint_file(path, config) for path in files]
+        pass  # a worker died (a native crash on one file): the rest runs here, where errors are caught per file
+    for path in files[yielded:]:
+        yield lint_file(path, config)
 
 
 @contextmanager

@@ -265,3 +265,36 @@ def test_parallel_run_gives_the_same_output_as_a_single_process(write, tmp_path)
     assert one.output == two.output and one.exit_code == two.exit_code == 2
     assert one.output.count("AL101") == 12 and "AL001" in one.output
     assert invoke(str(tmp_path / "pkg"), "--jobs", "0").exit_code == 2
+
+
+def _stderr_through_a_terminal(args, cwd, env):
+    import pty
+    import subprocess
+
+    leader, follower = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "accel_lint", *args], cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=follower, env=env, timeout=120)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc, b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_on_a_terminal_only_and_never_in_ci(tmp_path):
+    for i in range(250):
+        (tmp_path / f"m{i:03d}.py").write_text("x = 1\n")
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    proc, err = _stderr_through_a_terminal([str(tmp_path), "--jobs", "1"], tmp_path, env)
+    assert proc.returncode == 0 and "accel-lint: " in err and "/250 files" in err
+    proc, err = _stderr_through_a_terminal([str(tmp_path), "--jobs", "1"], tmp_path, {**env, "CI": "true"})
+    assert "files" not in err
+    piped = run_cli(str(tmp_path), "--jobs", "1")
+    assert "files" not in piped.stderr
