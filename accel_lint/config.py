@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -62,10 +63,13 @@ class Config:
 
 
 def _relative(path: str, root: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return Path(path).as_posix()
+    """``path`` relative to the configuration root, as a posix string. String operations only:
+    this runs for every file of the walk, and resolving symlinks costs syscalls per component."""
+    absolute = os.path.abspath(path)
+    base = os.path.abspath(root)
+    if absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep):
+        return Path(os.path.relpath(absolute, base)).as_posix()
+    return Path(path).as_posix()
 
 
 def parse_size(value: int | str) -> int:
