@@ -55,6 +55,7 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
         failures = {int(r): f.exitcode for r, f in getattr(exc, "failures", {}).items()}
     watch.stop()
     watcher.drain()
+    watcher.settle = 0.0  # every rank has ended: decide on what arrived
     finding = watch.finding
     if finding is None:
         finding = watcher.check() if failures else watcher.check_at_end()

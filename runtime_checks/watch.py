@@ -68,6 +68,7 @@ class Watcher:
         self.started = time.time()
         self._checked: set[int] = set()
         self._unchecked: set[int] = set()  # sequence numbers some rank reached and not every rank has
+        self.settle = SETTLE_S  # 0 once every rank has ended: no event is still on its way
         self._gaps: list[float] = []
 
     # -- input ------------------------------------------------------------------------------
@@ -200,12 +201,12 @@ class Watcher:
             # every exception says "the peer went away": look for the rank that did, and give
             # a dying peer a moment to show up before blaming a victim
             self.note_deaths()
-            if any(r.died for r in self.ranks.values()) or time.time() - min(r.exception["t"] for r in raised) < 1.0:
+            if any(r.died for r in self.ranks.values()) or time.time() - min(r.exception["t"] for r in raised) < 4 * self.settle:
                 return None
             causes = raised
         first = min(causes, key=lambda r: r.exception["t"])
         exc = first.exception
-        if time.time() - exc["t"] < SETTLE_S:
+        if time.time() - exc["t"] < self.settle:
             return None  # let the peers' buffered events arrive, to say where they wait
         text = exc["message"] + " " + exc.get("cause", "")
         if "DistributedOperationException" in exc["type"] or "shape mismatch" in text:
@@ -244,7 +245,7 @@ class Watcher:
         if not dead:
             return None
         first = min(dead, key=lambda r: r.died_at or 0)
-        if time.time() - (first.died_at or 0) < SETTLE_S:
+        if time.time() - (first.died_at or 0) < self.settle:
             return None
         waiting = [x for x in self.ranks.values() if x.current is not None and not x.died]
         blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
@@ -542,6 +543,7 @@ class InRankWatcher(threading.Thread):
             time.sleep(POLL_S)
         self._stop.set()
         w.drain()
+        w.settle = 0.0  # the other ranks have ended (or the wait is over): decide on what arrived
         finding = w.check_at_end() if all(r.finished for r in w.ranks.values()) else w.check()
         if finding is not None:
             self._conclude(finding)
