@@ -50,10 +50,14 @@ _USER_CODE: dict[Any, str | None] = {}  # code object -> absolute file name, or 
 def _user_file(code) -> str | None:
     cached = _USER_CODE.get(code, False)
     if cached is False:
-        filename = os.path.abspath(code.co_filename)
-        cached = None if filename.startswith(_SKIP_DIRS) or code.co_filename.startswith("<") else filename
+        cached = os.path.abspath(code.co_filename) if is_user_file(code.co_filename) else None
         _USER_CODE[code] = cached
     return cached
+
+
+def is_user_file(filename: str) -> bool:
+    """Outside torch, accelerate, runtime_checks and the stdlib plumbing between them."""
+    return not (filename.startswith("<") or os.path.abspath(filename).startswith(_SKIP_DIRS))
 
 
 def call_site(skip: int = 2) -> dict[str, Any]:
@@ -281,7 +285,7 @@ class Watchdog(threading.Thread):
         if frame is None:
             return {"stack": [], "site": None}
         entries = traceback.extract_stack(frame)
-        user = [e for e in entries if not os.path.abspath(e.filename).startswith(_SKIP_DIRS)]
+        user = [e for e in entries if is_user_file(e.filename)]
         site = user[-1] if user else entries[-1]
         return {
             "stack": [f"{e.filename}:{e.lineno} in {e.name}: {e.line or ''}" for e in entries[-25:]],

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     os.environ.setdefault("ACCELERATE_DEBUG_MODE", "1")  # read once, at the first PartialState()
 
-    from .guard import Guard, Watchdog, die_with_parent
+    from .guard import Guard, Watchdog, die_with_parent, is_user_file
 
     die_with_parent()
     store, watcher = _store(rank, world_size)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             guard.push(P.EXCEPTION, type="SystemExit", message=str(exc.code), traceback="", site=None)
     except BaseException as exc:  # report, then fail like Python would
         frames = traceback.extract_tb(exc.__traceback__)
-        user = [f for f in frames if not f.filename.startswith(_library_prefixes())]
+        user = [f for f in frames if is_user_file(f.filename)]
         site = user[-1] if user else (frames[-1] if frames else None)
         guard.push(
             P.EXCEPTION,
@@ -111,11 +111,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.stderr.flush()
     os._exit(code)  # skip interpreter teardown: a stuck process group must not hang the exit
 
-
-def _library_prefixes() -> tuple[str, ...]:
-    from .guard import _SKIP_DIRS
-
-    return _SKIP_DIRS or ("<",)
 
 
 if __name__ == "__main__":

@@ -240,11 +240,7 @@ class OpAnalysis:
     def _analyse_root(self, scope: ScopeNode) -> None:
         classes = self.ranks.classes
         if self.is_rank_free(scope):
-            forks: list[Op] = []
-            _flatten(self.summary(scope, classes[0]).items, forks)
-            for op in {id(o.node): o for o in forks}.values():
-                self.divergences.append(Divergence(op, scope))
-            return
+            return  # every class walks it alike, and it holds no rank-dependent fork: nothing can diverge
         seqs = {}
         found: dict[int, Op] = {}
         for cls in classes:
