@@ -246,12 +246,31 @@ def test_linter_never_imports_torch_or_accelerate(write):
 
 
 def test_deeply_nested_file_is_reported_and_skipped(write, tmp_path):
+    # 3,000 implicitly concatenated strings nest 3,000 levels deep in libcst's tree: the
+    # model walks them without recursion, but resolving the finding's position recurses.
     strings = " ".join(f'"part{i}"' for i in range(3000))
-    write("a_generated.py", f"accelerator = None\nTEXT = ({strings})\n")
+    write("a_generated.py", BAD.replace("for batch", f"TEXT = ({strings})\nfor batch"))
     write("b_train.py", BAD)
     result = invoke(str(tmp_path))
     assert "a_generated.py: too deeply nested to analyse (recursion limit); skipped" in result.output
     assert "b_train.py:6:5: AL101" in result.output
+    assert result.exit_code == 2
+
+
+def test_deep_file_without_findings_is_analysed(write, tmp_path):
+    strings = " ".join(f'"part{i}"' for i in range(3000))
+    write("generated.py", f"accelerator = None\nTEXT = ({strings})\n")
+    result = invoke(str(tmp_path))
+    assert result.output == "All checks passed.\n"
+    assert result.exit_code == 0
+
+
+def test_valid_file_the_parser_cannot_handle_is_not_a_syntax_error(write, tmp_path):
+    strings = " ".join(f'"part{i}"' for i in range(10000))  # past libcst's parser nesting limit
+    write("generated.py", f"accelerator = None\nTEXT = ({strings})\n")
+    result = invoke(str(tmp_path))
+    assert "AL001" not in result.output
+    assert "generated.py: valid Python that the parser cannot handle" in result.output
     assert result.exit_code == 2
 
 

@@ -8,6 +8,7 @@ import libcst as cst
 import pytest
 
 from accel_lint.model import NO, YES, MAYBE, FileModel
+from conftest import FIXTURES
 
 
 def build(source: str) -> FileModel:
@@ -397,3 +398,68 @@ def test_recursion_terminates_and_is_consistent():
         b(3)
     """)
     assert model.divergences == []
+
+
+# -- the syntax walk ---------------------------------------------------------------------
+
+SYNTAX_SAMPLE = '''\
+from __future__ import annotations
+from torch import (nn, distributed as dist)
+import accelerate.utils as au
+@decorator(x=1)
+async def f(a, /, b: int = 2, *args, c, d=-1, **kw) -> dict[str, int]:
+    async with ctx() as (x, y), other:
+        yield [i async for i in it if i] + {k: v for k, v in d.items()} - {*s}
+    x: list = lambda q=1: q ** 2
+    global g
+    del a[1:2, ::3], b.c
+    try:
+        raise E from None
+    except* (A, B) as e:
+        pass
+    else:
+        assert not x, f"{x!r:>{w}} {y=}"
+    finally:
+        return (yield)
+match command.split():
+    case [action, *rest] if action in ("a", "b"):
+        pass
+    case {"k": 1, **kw} | Point(x=0) as p:
+        pass
+class C(Base, metaclass=M):
+    def m(self): return self.x if self.y else not self.z
+w = a < b <= c is not d; x += 1; y @= z
+print(*args, **kwargs); t = 1, *u
+type Alias[T] = list[T]
+'''
+
+
+def test_syntax_children_are_libcst_children_in_order_without_layout():
+    from accel_lint.model.syntax import syntax_children, _classify
+
+    class Recorder(cst.CSTVisitor):
+        def __init__(self):
+            self.stack, self.children = [], {}
+
+        def on_visit(self, node):
+            if self.stack:
+                self.children.setdefault(self.stack[-1], []).append(node)
+            self.stack.append(node)
+            return True
+
+        def on_leave(self, node):
+            self.stack.pop()
+
+    sources = [SYNTAX_SAMPLE] + [p.read_text() for p in sorted(FIXTURES.glob("*.py"))]
+    checked = 0
+    for source in sources:
+        module = cst.parse_module(source)
+        recorder = Recorder()
+        module.visit(recorder)
+        for parent, kids in recorder.children.items():
+            if not _classify(type(parent)):
+                continue
+            expected = [k for k in kids if _classify(type(k))]
+            assert [id(k) for k in syntax_children(parent)] == [id(k) for k in expected], type(parent).__name__
+            checked += 1
+    assert checked > 1000

@@ -32,7 +32,7 @@ import libcst as cst
 
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .names import dotted_name
-from .objects import DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
+from .objects import ACC_CONSTRUCTORS, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from .writes import Write, classify_write
@@ -46,14 +46,25 @@ class FileModel:
     def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES) -> None:
         self.module = module
         self.index = FileIndex(module)
-        self.objects = ObjectTracker(self.index, accelerator_names)
-        self.ranks = RankEvaluator(self.index, self.objects)
+        self.accelerator_names = accelerator_names
         self._positions = None
+
+    @cached_property
+    def objects(self) -> ObjectTracker:
+        return ObjectTracker(self.index, self.accelerator_names)
+
+    @cached_property
+    def ranks(self) -> RankEvaluator:
+        return RankEvaluator(self.index, self.objects)
 
     # -- file-level gates ---------------------------------------------------------------
     @cached_property
     def is_accelerate_file(self) -> bool:
         """The file constructs or receives an accelerator-like object."""
+        # Every accelerator value starts at a constructor name or a configured accelerator
+        # name: a file that spells neither skips the flow analysis.
+        if not self.index.identifiers & (ACC_CONSTRUCTORS | set(self.accelerator_names)):
+            return False
         return bool(self.objects.acc_constructors) or any(v.is_acc for v in self.objects.values.values())
 
     @cached_property

@@ -11,8 +11,14 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .names import ImportMap, dotted_name
+from .syntax import syntax_children
 
 ScopeNode = cst.Module | cst.FunctionDef
+
+# Exact node types (libcst's node classes are final); ``type(n) in`` a set is several
+# times cheaper than isinstance on libcst's ABC-based classes, and these run per node.
+_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_NAME_READS = frozenset({cst.Name, cst.Attribute})
 
 
 @dataclass
@@ -34,18 +40,19 @@ class ClassInfo:
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
 
 
-class FileIndex(cst.CSTVisitor):
+class FileIndex:
     """Parents, scopes, definitions, imports and calls of one module."""
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        # libcst's ``children`` property re-visits the node each time it is read; the
-        # analyses walk subtrees many times, so the child lists are recorded once here.
+        # Only syntax nodes are recorded (no whitespace, brackets, commas or operator tokens):
+        # the analyses walk subtrees many times, and those tokens are most of a tree's nodes.
         self.children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
         self._loads: dict[cst.CSTNode, list[cst.BaseExpression]] = {}
         self._calls_in: dict[cst.CSTNode, list[cst.Call]] = {}
         self._post_order: dict[cst.CSTNode, list[cst.Call]] = {}
+        self._scope_of: dict[cst.CSTNode, ScopeNode] = {}
         self.imports = ImportMap()
         self.functions: dict[cst.FunctionDef, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
@@ -54,35 +61,46 @@ class FileIndex(cst.CSTVisitor):
         self.calls: list[cst.Call] = []
         self.loops: list[cst.For | cst.While] = []
         self.string_literals: set[str] = set()
-        self._stack: list[cst.CSTNode] = []
+        self.identifiers: set[str] = set()  # every Name in the file (names and attribute names)
         self._scopes: list[ScopeNode] = [module]
         self._class_stack: list[ClassInfo] = []
-        module.visit(self)
+        self._build(module)
 
-    # generic parent bookkeeping -------------------------------------------------
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            parent = self._stack[-1]
-            self.parents[node] = parent
-            self.children.setdefault(parent, []).append(node)
-        self._stack.append(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
-        self._stack.pop()
+    def _build(self, module: cst.Module) -> None:
+        """Pre-order walk in source order with enter/leave events; an explicit stack,
+        not libcst's visitor, which rebuilds every node it passes and costs 5x more."""
+        parents, children = self.parents, self.children
+        enter, leave = self._ENTER, self._LEAVE
+        stack: list[tuple[cst.CSTNode, bool]] = [(module, False)]
+        while stack:
+            node, leaving = stack.pop()
+            kind = type(node)
+            if leaving:
+                leave[kind](self, node)
+                continue
+            handler = enter.get(kind)
+            if handler is not None:
+                handler(self, node)
+                if kind in leave:
+                    stack.append((node, True))
+            kids = syntax_children(node)
+            if kids:
+                children[node] = kids
+                for kid in kids:
+                    parents[kid] = node
+                stack.extend((kid, False) for kid in reversed(kids))
 
     # definitions -----------------------------------------------------------------
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    def _enter_class(self, node: cst.ClassDef) -> None:
         bases = [dotted_name(arg.value) or "" for arg in node.bases]
         info = ClassInfo(node, node.name.value, bases)
         self.classes.setdefault(node.name.value, info)
         self._class_stack.append(info)
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+    def _leave_class(self, node: cst.ClassDef) -> None:
         self._class_stack.pop()
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def _enter_function(self, node: cst.FunctionDef) -> None:
         parent_scope = self._scopes[-1]
         # A method is a def whose nearest enclosing definition is a class.
         cls = None
@@ -106,27 +124,31 @@ class FileIndex(cst.CSTVisitor):
                 self.nested_functions.setdefault(parent_scope, {})[node.name.value] = node
         self._scopes.append(node)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+    def _leave_function(self, node: cst.FunctionDef) -> None:
         self._scopes.pop()
 
-    def visit_Import(self, node: cst.Import) -> None:
+    def _enter_import(self, node: cst.Import | cst.ImportFrom) -> None:
         self.imports.add(node)
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        self.imports.add(node)
-
-    def visit_Call(self, node: cst.Call) -> None:
+    def _enter_call(self, node: cst.Call) -> None:
         self.calls.append(node)
 
-    def visit_For(self, node: cst.For) -> None:
+    def _enter_loop(self, node: cst.For | cst.While) -> None:
         self.loops.append(node)
 
-    def visit_While(self, node: cst.While) -> None:
-        self.loops.append(node)
+    def _enter_name(self, node: cst.Name) -> None:
+        self.identifiers.add(node.value)
 
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+    def _enter_string(self, node: cst.SimpleString) -> None:
         if len(node.value) < 40:
             self.string_literals.add(node.value.strip("\"'"))
+
+    _ENTER = {
+        cst.ClassDef: _enter_class, cst.FunctionDef: _enter_function, cst.Import: _enter_import,
+        cst.ImportFrom: _enter_import, cst.Call: _enter_call, cst.For: _enter_loop, cst.While: _enter_loop,
+        cst.SimpleString: _enter_string, cst.Name: _enter_name,
+    }
+    _LEAVE = {cst.ClassDef: _leave_class, cst.FunctionDef: _leave_function}
 
     # queries ---------------------------------------------------------------------
     def walk(self, node: cst.CSTNode):
@@ -135,7 +157,7 @@ class FileIndex(cst.CSTVisitor):
         children = self.children
         while stack:
             n = stack.pop()
-            if n is not node and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if n is not node and type(n) in _NESTED_SCOPES:
                 continue
             yield n
             kids = children.get(n)
@@ -146,7 +168,7 @@ class FileIndex(cst.CSTVisitor):
         """Every ``Name``/``Attribute`` inside ``node`` (outside nested scopes), cached."""
         found = self._loads.get(node)
         if found is None:
-            found = [n for n in self.walk(node) if isinstance(n, (cst.Name, cst.Attribute))]
+            found = [n for n in self.walk(node) if type(n) in _NAME_READS]
             self._loads[node] = found
         return found
 
@@ -154,7 +176,7 @@ class FileIndex(cst.CSTVisitor):
         """Every call inside ``node`` (outside nested scopes), in source order, cached."""
         found = self._calls_in.get(node)
         if found is None:
-            found = [n for n in self.walk(node) if isinstance(n, cst.Call)]
+            found = [n for n in self.walk(node) if type(n) is cst.Call]
             self._calls_in[node] = found
         return found
 
@@ -178,13 +200,19 @@ class FileIndex(cst.CSTVisitor):
         return out
 
     def scope_of(self, node: cst.CSTNode) -> ScopeNode:
-        """The innermost function (or the module) whose body contains ``node``."""
+        """The innermost function (or the module) whose body contains ``node`` (cached)."""
+        found = self._scope_of.get(node)
+        if found is not None:
+            return found
+        found = self.module
         parent = self.parents.get(node)
         while parent is not None:
-            if isinstance(parent, cst.FunctionDef):
-                return parent
+            if type(parent) is cst.FunctionDef:
+                found = parent
+                break
             parent = self.parents.get(parent)
-        return self.module
+        self._scope_of[node] = found
+        return found
 
     def ancestors(self, node: cst.CSTNode):
         parent = self.parents.get(node)

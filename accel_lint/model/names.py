@@ -12,11 +12,16 @@ import libcst as cst
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a chain of ``Name``/``Attribute`` nodes, else ``None``."""
+    # exact type tests: isinstance on libcst's ABC-based classes costs several times more
+    kind = type(node)
+    if kind is cst.Name:
+        return node.value
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while kind is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+        kind = type(node)
+    if kind is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
@@ -24,9 +29,10 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
 
 def last_attr(node: cst.BaseExpression) -> str | None:
     """The final component of an attribute or name: ``c`` for ``a.b.c``."""
-    if isinstance(node, cst.Attribute):
+    kind = type(node)
+    if kind is cst.Attribute:
         return node.attr.value
-    if isinstance(node, cst.Name):
+    if kind is cst.Name:
         return node.value
     return None
 

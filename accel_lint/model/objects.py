@@ -134,19 +134,25 @@ class ObjectTracker:
 
     # -- driver ------------------------------------------------------------------
     def _run(self) -> None:
+        """Walk every scope until the summaries the walk reads equal those it produced:
+        then the last walk's recordings are the answer (at most five walks)."""
         scopes: list[ScopeNode] = [self.index.module, *self.index.functions]
-        for _ in range(4):
-            before = self._snapshot()
+        before = self._snapshot()
+        for _ in range(5):
             self._walk_all(scopes)
-            if self._snapshot() == before:
+            after = self._snapshot()
+            if after == before:
                 break
-        # the last walk's recordings are the answer; make sure they used the final summaries
-        self._walk_all(scopes)
+            before = after
 
     def _snapshot(self):
+        def env_items(env: Env):
+            return tuple(sorted(env.items(), key=lambda kv: kv[0]))
+
         return (
-            tuple((f, s.returns, tuple(sorted(s.params.items(), key=lambda kv: kv[0]))) for f, s in self.summaries.items()),
-            tuple(sorted((c, tuple(sorted(e.items(), key=lambda kv: kv[0]))) for c, e in self.class_attrs.items())),
+            tuple((f, s.returns, env_items(s.params), frozenset(s.prepares_params)) for f, s in self.summaries.items()),
+            tuple(sorted((c, env_items(e)) for c, e in self.class_attrs.items())),
+            tuple((scope, env_items(env)) for scope, env in self.final_envs.items()),
         )
 
     def _walk_all(self, scopes: list[ScopeNode]) -> None:
@@ -198,8 +204,8 @@ class ObjectTracker:
     def lookup(self, key: str, env: Env, scope: ScopeNode) -> Value | None:
         if key in env:
             return env[key]
-        head = key.split(".")[0]
-        if head in ("self", "cls"):
+        head = key.partition(".")[0]
+        if head == "self" or head == "cls":
             cls = self.index.class_of(scope)
             if cls is not None:
                 attrs = self.class_attrs.get(cls.name, {})
@@ -208,7 +214,7 @@ class ObjectTracker:
         if head in env:
             return None  # a local shadows outer bindings
         s = scope
-        while isinstance(s, cst.FunctionDef):
+        while type(s) is cst.FunctionDef:
             s = self.index.functions[s].parent_scope
             outer = self.final_envs.get(s, {})
             if key in outer:
