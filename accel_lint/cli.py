@@ -45,6 +45,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("-v", "--verbose", is_flag=True, help="Print the traceback of internal errors.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (also ACCEL_LINT_NO_CACHE=1).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
@@ -58,7 +59,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
 def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, exit_zero, quiet,
-         statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
+         verbose, statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
     if list_rules:
         for rule in all_rules():
@@ -93,6 +94,8 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
         click.echo(f"accel-lint: notice: {notice.path}: {notice.message}", err=True)
     for error in result.errors:
         click.echo(f"accel-lint: error: {error.path}: {error.message}", err=True)
+        if verbose and error.detail:
+            click.echo("  " + error.detail.replace("\n", "\n  "), err=True)
     if output_format == "json":
         click.echo(json_report(result.diagnostics))
     else:

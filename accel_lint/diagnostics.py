@@ -30,6 +30,7 @@ class FileError:
     path: str
     message: str
     internal: bool = False
+    detail: str = ""  # the traceback of an internal error, printed with --verbose
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     except RecursionError:
         raise
     except Exception as exc:  # an analysis bug must not stop the run
-        result.errors.append(FileError(path, _internal("building the model", exc), internal=True))
+        result.errors.append(FileError(path, _internal("building the model", exc), internal=True, detail=_traceback(exc)))
         return
     lines = data.decode(module.encoding, errors="replace").splitlines()  # cheaper than module.code
     for rule_cls in enabled:
@@ -155,7 +155,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
         except RecursionError:
             raise
         except Exception as exc:
-            result.errors.append(FileError(path, _internal(rule.code, exc), internal=True))
+            result.errors.append(FileError(path, _internal(rule.code, exc), internal=True, detail=_traceback(exc)))
 
 
 def lint_file(path: Path, config: Config) -> LintResult:
@@ -266,6 +266,10 @@ def _too_large(path: str, size: int, config: Config) -> Notice:
 
 def _human(size: int) -> str:
     return f"{size / 1024**2:.1f} MB" if size >= 1024**2 else f"{size / 1024:.1f} kB"
+
+
+def _traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
 
 
 def _internal(where: str, exc: BaseException) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 WHEELS = ["transformers==5.23.0", "trl==1.16.0", "peft==0.21.2", "diffusers==0.42.1", "accelerate==1.15.0"]
 TOUCHED = "transformers/trainer.py"  # the largest Accelerate file: the worst one-file change
 ACCEL_LINT = [sys.executable, "-m", "accel_lint"]
+TARGETS = [("cold", "cold_s", 10.0), ("warm", "warm_s", 1.0), ("one file touched", "one_touched_s", 1.5)]
 
 
 def corpus(root: Path) -> Path:
@@ -107,6 +109,8 @@ def main() -> None:
     src = corpus(root)
     files = sum(1 for _ in src.rglob("*.py"))
     ours = accel_lint_runs(src, args.runs)
+    # the largest single process (main or worker) of every accel-lint run so far
+    ours["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     floor = bare_parse(src)
     previous = HERE / "results" / "lint_speed.json"
     if args.skip_torchfix and previous.exists():
@@ -131,6 +135,7 @@ def main() -> None:
     print(f"  accel-lint cold, --jobs 1          {ours['cold_one_job_s']:7.2f} s")
     print(f"  accel-lint warm (cache, no change) {median['warm_s']:7.2f} s")
     print(f"  accel-lint one file touched        {median['one_touched_s']:7.2f} s   ({TOUCHED})")
+    print(f"  accel-lint peak RSS (one process)  {ours['peak_rss_mb']:7.0f} MB")
     print(f"  bare libcst parse, every file      {floor:7.2f} s   (the floor of a parse-everything design)")
     if peer.get("seconds"):
         print(f"  TorchFix                           {peer['seconds']:7.2f} s   ratio accel-lint/TorchFix "
@@ -138,6 +143,9 @@ def main() -> None:
     else:
         print(f"  TorchFix                           {peer.get('note')}"
               + (" (reused from the previous run)" if peer.get("reused_from_previous_run") else ""))
+    for name, key, limit in TARGETS:
+        value = median[key]
+        print(f"  target {name} <= {limit} s: {'met' if value <= limit else 'MISSED'} ({value:.2f} s)")
     print("written: bench/results/lint_speed.json")
 
 

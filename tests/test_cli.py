@@ -217,7 +217,11 @@ def test_internal_error_names_file_and_rule_and_others_continue(write, tmp_path,
     result = invoke(str(path))
     assert f"{path}: internal error in AL501: RuntimeError: kaboom" in result.output
     assert "AL101" in result.output and "AL301" in result.output
+    assert "Traceback" not in result.output
     assert result.exit_code == 2
+    verbose = invoke(str(path), "--verbose")
+    assert "Traceback (most recent call last)" in verbose.output and 'raise RuntimeError("kaboom")' in verbose.output
+    assert verbose.exit_code == 2
 
 
 def test_python_dash_m_and_console_script(write, tmp_path):

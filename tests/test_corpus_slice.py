@@ -64,3 +64,23 @@ def test_pinned_slice_gives_exactly_the_triaged_findings(corpus):
     assert result.errors == []
     found = sorted((Path(d.path).relative_to(corpus).as_posix(), d.line, d.code) for d in result.diagnostics)
     assert found == EXPECTED
+
+
+# Packages of the running Python's standard library, analysed with the prefilter off so that
+# the model and every rule see code written by other people (bench/corpus_errors.py runs all).
+STDLIB_SLICE = ["json", "asyncio", "concurrent", "unittest", "logging", "importlib"]
+
+
+@pytest.mark.corpus
+def test_stdlib_slice_has_no_internal_errors(monkeypatch):
+    import sysconfig
+
+    import accel_lint.engine as engine
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for name in STDLIB_SLICE for p in (stdlib / name).rglob("*.py"))
+    assert len(files) > 100
+    monkeypatch.setattr(engine, "may_have_findings", lambda data, config: True)
+    result = lint_paths(files, Config(), jobs=1)
+    assert [e for e in result.errors if e.internal] == []
+    assert result.files_checked == len(files)
