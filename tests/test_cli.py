@@ -321,3 +321,23 @@ def test_progress_on_a_terminal_only_and_never_in_ci(tmp_path):
     assert "files" not in err
     piped = run_cli(str(tmp_path), "--jobs", "1")
     assert "files" not in piped.stderr
+
+
+def test_permission_denied_is_reported_even_when_running_as_root(write, tmp_path, monkeypatch):
+    # chmod 0 does not stop root (CI runs as root): make the read itself fail instead
+    import pathlib
+
+    locked = write("locked.py", BAD)
+    write("z_train.py", BAD)
+    real_read = pathlib.Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "locked.py":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read(self)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    result = invoke(str(tmp_path), "-j", "1")
+    assert f"{locked}: cannot read: Permission denied; skipped" in result.output
+    assert "z_train.py:6:5: AL101" in result.output
+    assert result.exit_code == 2
