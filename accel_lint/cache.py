@@ -18,14 +18,15 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .diagnostics import Diagnostic, FileError
+from .diagnostics import Diagnostic, FileError, Notice
 
 CACHE_DIR_NAME = ".accel_lint_cache"
+CACHE_FORMAT = 2  # bump when an entry's layout changes
 
 
 def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{__version__}\0{','.join(enabled_codes)}\0{settings}\0".encode())
+    digest.update(f"{__version__}\0{CACHE_FORMAT}\0{','.join(enabled_codes)}\0{settings}\0".encode())
     digest.update(data)
     return digest.hexdigest()
 
@@ -39,22 +40,24 @@ class ResultCache:
     def _path(self, key: str) -> Path:
         return self.directory / __version__ / key[:2] / f"{key}.json"
 
-    def get(self, key: str, path: str) -> tuple[list[Diagnostic], list[FileError]] | None:
+    def get(self, key: str, path: str) -> tuple[list[Diagnostic], list[FileError], list[Notice]] | None:
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
             diagnostics = [Diagnostic(path, *d) for d in data["diagnostics"]]
             errors = [FileError(path, message) for message in data["errors"]]
+            notices = [Notice(path, message) for message in data.get("notices", [])]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return diagnostics, errors
+        return diagnostics, errors, notices
 
-    def put(self, key: str, diagnostics: list[Diagnostic], errors: list[FileError]) -> None:
+    def put(self, key: str, diagnostics: list[Diagnostic], errors: list[FileError], notices: list[Notice]) -> None:
         if any(e.internal for e in errors):
             return
         entry = {
-            "diagnostics": [[d.line, d.column, d.end_line, d.end_column, d.code, d.name, d.severity, d.message]
-                            for d in diagnostics],
+            "diagnostics": [[d.line, d.column, d.end_line, d.end_column, d.code, d.name, d.severity, d.message,
+                             d.scope, d.statement, d.fix] for d in diagnostics],
             "errors": [e.message for e in errors],
+            "notices": [n.message for n in notices],
         }
         target = self._path(key)
         try:

@@ -14,7 +14,9 @@ from .cache import CACHE_DIR_NAME
 from .config import Config, ConfigError, find_pyproject, load_config, parse_size
 from .discovery import discover
 from .engine import lint_paths
-from .report import json_report, text_report
+from . import baseline as baseline_io
+from . import workflow
+from .report import FORMATS, Run, RuleInfo, render
 from .rules import all_rules, rule_by_code
 
 
@@ -42,7 +44,16 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--exclude", multiple=True, help="Globs to exclude; replaces the defaults.")
 @click.option("--extend-exclude", multiple=True, help="Globs to exclude in addition to the defaults.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(list(FORMATS)), default="text", show_default=True,
+              help="text (with summary), concise, json, json-lines, github (annotations + text), sarif, junit.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False), help="Write the report to a file instead of stdout.")
+@click.option("--fix", "apply_fixes", is_flag=True, help="Apply safe fixes.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply unsafe fixes.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a unified diff and write nothing (exit 1 if any).")
+@click.option("--show-fixes", is_flag=True, help="List the fixes applied.")
+@click.option("--baseline", type=click.Path(dir_okay=False), help="Report only findings not recorded in this baseline file.")
+@click.option("--update-baseline", is_flag=True, help="Write the current findings to the --baseline file and exit 0.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding (to adopt the linter on legacy code).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the traceback of internal errors.")
@@ -58,7 +69,8 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
-def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, exit_zero, quiet,
+def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, output_file, apply_fixes,
+         unsafe_fixes, show_diff, show_fixes, baseline, update_baseline, add_noqa, exit_zero, quiet,
          verbose, statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
     if list_rules:
@@ -86,26 +98,90 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
             config = replace(config, max_file_size=parse_size(max_file_size))
         except ConfigError as exc:
             raise click.UsageError(f"--{exc}") from None
+    if update_baseline and not baseline:
+        raise click.UsageError("--update-baseline needs --baseline FILE")
+    if sum(map(bool, (apply_fixes, show_diff, add_noqa))) > 1:
+        raise click.UsageError("--fix, --diff and --add-noqa do not combine")
+    repo_root = _repository_root(config.root)
     files, missing = discover(list(paths) or ["."], config)
     for message in missing:
         click.echo(f"accel-lint: error: {message}", err=True)
     result = lint_paths(files, config, jobs or os.cpu_count() or 1, _progress_reporter(len(files)))
+    diagnostics = result.diagnostics
+    if add_noqa:
+        added = workflow.add_noqa(diagnostics)
+        click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+        _print_problems(result, verbose)
+        sys.exit(2 if missing or result.errors else 0)
+    fixed_anything = False
+    if apply_fixes or show_diff:
+        outcome = workflow.fix_files(result, config, unsafe_fixes, write=apply_fixes)
+        result.notices.extend(outcome.notices)
+        diagnostics = outcome.diagnostics
+        fixed_anything = bool(outcome.applied)
+        if show_diff:
+            diff = outcome.diff()
+            if diff:
+                click.echo(diff, nl=False)
+            click.echo(f"Would fix {outcome.applied_count} problem{'s' if outcome.applied_count != 1 else ''}.", err=True)
+        elif outcome.applied_count or show_fixes:
+            click.echo(outcome.summary(show_fixes), err=True)
+    _print_problems(result, verbose)
+    if baseline:
+        baseline_path = Path(baseline)
+        if update_baseline:
+            written = baseline_io.write(baseline_path, diagnostics, repo_root)
+            click.echo(f"accel-lint: baseline {baseline_path} written with {written} finding"
+                       f"{'s' if written != 1 else ''}", err=True)
+            sys.exit(2 if missing or result.errors else 0)
+        try:
+            filtered = baseline_io.filter_new(diagnostics, baseline_io.load(baseline_path), repo_root)
+        except baseline_io.BaselineError as exc:
+            click.echo(f"accel-lint: error: {exc}", err=True)
+            sys.exit(2)
+        diagnostics = filtered.new
+        if filtered.stale:
+            click.echo(f"accel-lint: note: {filtered.stale} baseline entr{'ies' if filtered.stale != 1 else 'y'} no "
+                       f"longer occur; run with --update-baseline to tighten the baseline", err=True)
+    run = Run(rules=_rule_infos(), root=repo_root, version=__version__, files_checked=result.files_checked,
+              quiet=quiet, statistics=statistics, show_fixes=show_fixes, unsafe_fixes=unsafe_fixes)
+    report = render(output_format, diagnostics, run)
+    if show_diff:
+        pass  # the diff is the output
+    elif output_file:
+        Path(output_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(output_file).write_text(report + ("\n" if report else ""), encoding="utf-8")
+    elif report:
+        click.echo(report)
+    if missing or result.errors:
+        sys.exit(2)
+    if show_diff:
+        sys.exit(1 if fixed_anything else 0)
+    failing = [d for d in diagnostics if d.severity in ("error", "warning")]
+    sys.exit(1 if failing and not exit_zero else 0)
+
+
+def _print_problems(result, verbose: bool) -> None:
     for notice in result.notices:
         click.echo(f"accel-lint: notice: {notice.path}: {notice.message}", err=True)
     for error in result.errors:
         click.echo(f"accel-lint: error: {error.path}: {error.message}", err=True)
         if verbose and error.detail:
             click.echo("  " + error.detail.replace("\n", "\n  "), err=True)
-    if output_format == "json":
-        click.echo(json_report(result.diagnostics))
-    else:
-        out = text_report(result.diagnostics, quiet, statistics)
-        if out:
-            click.echo(out)
-    if missing or result.errors:
-        sys.exit(2)
-    failing = [d for d in result.diagnostics if d.severity in ("error", "warning")]
-    sys.exit(1 if failing and not exit_zero else 0)
+
+
+def _rule_infos() -> dict[str, RuleInfo]:
+    return {r.code: RuleInfo(r.code, r.name, r.severity, r.summary, r.docs()) for r in all_rules()}
+
+
+def _repository_root(start: Path) -> Path:
+    """The enclosing git repository's root (where SARIF URIs and baselines are relative to),
+    else the configuration's folder."""
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return start
 
 
 def _progress_reporter(total: int):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, order=True)
 class Diagnostic:
-    """One finding, with 1-based line and column (as ruff and editors expect)."""
+    """One finding, with 1-based line and column (as ruff and editors expect).
+
+    ``scope`` (the enclosing function's qualified name) and ``statement`` (the statement's
+    source on one line) identify the finding across line shifts, for baselines; ``fix`` is
+    the applicability of the rule's fix ("safe"/"unsafe"), if it has one."""
 
     path: str
     line: int
@@ -18,9 +22,16 @@ class Diagnostic:
     name: str
     severity: str
     message: str
+    scope: str = field(default="", compare=False)
+    statement: str = field(default="", compare=False)
+    fix: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {
+            "path": self.path, "line": self.line, "column": self.column, "end_line": self.end_line,
+            "end_column": self.end_column, "code": self.code, "name": self.name, "severity": self.severity,
+            "message": self.message, "fix": self.fix,
+        }
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,10 @@ from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .model import FileModel
 from .rules import Rule, all_rules
-from .suppressions import is_suppressed
+from .rules.base import Fix
+
+ENGINE_RULES = {"AL001", "AL002"}  # reported by the engine itself, not by a rule's check()
+from .suppressions import Suppressions, scan as scan_suppressions
 
 # A file that mentions none of these cannot hold a finding: every rule needs an
 # accelerator-like object (every source of one spells Accelerator, AcceleratorState,
@@ -46,9 +49,14 @@ class LintResult:
     errors: list[FileError] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     files_checked: int = 0
+    # only with want_fixes (never cached, never sent between processes): the parsed module
+    # and each fixable diagnostic's fix, for accel_lint.fixes
+    module: cst.Module | None = None
+    fixes: list[tuple[Diagnostic, Fix]] = field(default_factory=list)
 
 
-def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None) -> LintResult:
+def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None,
+                want_fixes: bool = False) -> LintResult:
     """Lint one file's contents. ``rules`` defaults to every enabled rule."""
     result = LintResult(files_checked=1)
     data = source.encode("utf-8") if isinstance(source, str) else source
@@ -61,23 +69,25 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     if not may_have_findings(data, config):
         return result
     enabled = [r for r in (rules if rules is not None else all_rules()) if config.is_enabled(r.code, path)]
-    cache = ResultCache(config.cache_dir) if config.cache_dir is not None and rules is None else None
+    use_cache = config.cache_dir is not None and rules is None and not want_fixes
+    cache = ResultCache(config.cache_dir) if use_cache else None
     key = cache_key(data, [r.code for r in enabled], config.settings_fingerprint()) if cache else ""
     if cache is not None:
         hit = cache.get(key, path)
         if hit is not None:
-            result.diagnostics, result.errors = hit
+            result.diagnostics, result.errors, result.notices = hit
             return result
-    _lint_parsed(data, path, config, enabled, result)
+    _lint_parsed(data, path, config, enabled, result, want_fixes)
     if cache is not None:
-        cache.put(key, result.diagnostics, result.errors)
+        cache.put(key, result.diagnostics, result.errors, result.notices)
     return result
 
 
-def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult) -> None:
+def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
+                 want_fixes: bool = False) -> None:
     """Parse, build the model, run the rules; everything goes into ``result``."""
     with _no_cyclic_gc():
-        _parse_and_analyse(data, path, config, enabled, result)
+        _parse_and_analyse(data, path, config, enabled, result, want_fixes)
 
 
 @contextmanager
@@ -94,7 +104,8 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult) -> None:
+def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
+                       want_fixes: bool) -> None:
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
@@ -122,13 +133,19 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
     except RecursionError:
         # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
         result.diagnostics = []
+        result.fixes = []
         result.errors.append(FileError(path, "too deeply nested to analyse (recursion limit); skipped"))
     result.diagnostics = sorted(set(result.diagnostics))
+    if want_fixes:
+        result.module = module
+    else:
+        result.fixes = []
 
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
              result: LintResult) -> None:
-    """Model once, then every enabled rule; an exception in one rule is that rule's internal error."""
+    """Model once, then every enabled rule; an exception in one rule is that rule's internal error.
+    Suppression comments are applied here, and AL002 reports the ones that suppressed nothing."""
     try:
         model = FileModel(module, config.accelerator_names)
     except RecursionError:
@@ -136,26 +153,83 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     except Exception as exc:  # an analysis bug must not stop the run
         result.errors.append(FileError(path, _internal("building the model", exc), internal=True, detail=_traceback(exc)))
         return
-    lines = data.decode(module.encoding, errors="replace").splitlines()  # cheaper than module.code
+    text = data.decode(module.encoding, errors="replace")
+    suppressions = scan_suppressions(text)
+    for bad in suppressions.malformed:
+        result.notices.append(Notice(path, f"line {bad.line}: {bad.message} (ignored)"))
+    codes = {r.code for r in enabled}
     for rule_cls in enabled:
-        if rule_cls.code == "AL001":
+        if rule_cls.code in ENGINE_RULES:
             continue
         rule = rule_cls()
         try:
             if not rule.applies_to(model):
                 continue
             for finding in rule.check(model):
-                line, col, end_line, end_col = model.position_of(finding.node)
-                if is_suppressed(lines, line, rule.code, rule.name):
+                if suppressions.ignores_file(rule.code, rule.name):
                     continue
-                result.diagnostics.append(
-                    Diagnostic(path, line, col, end_line, end_col, rule.code, rule.name,
-                               finding.severity or rule.severity, finding.message)
+                line, col, end_line, end_col = model.position_of(finding.node)
+                statement = model.statement_of(finding.node)
+                first, last = model.position_of(statement)[0], end_line
+                if type(statement) is cst.SimpleStatementLine:
+                    last = max(last, model.position_of(statement)[2])
+                if suppressions.suppress(first, last, rule.code, rule.name):
+                    continue
+                diagnostic = Diagnostic(
+                    path, line, col, end_line, end_col, rule.code, rule.name, finding.severity or rule.severity,
+                    finding.message, scope=model.qualname_of(finding.node), statement=model.statement_text(statement),
+                    fix=finding.fix.applicability if finding.fix else None,
                 )
+                result.diagnostics.append(diagnostic)
+                if finding.fix is not None:
+                    result.fixes.append((diagnostic, finding.fix))
         except RecursionError:
             raise
         except Exception as exc:
             result.errors.append(FileError(path, _internal(rule.code, exc), internal=True, detail=_traceback(exc)))
+    if "AL002" in codes and not suppressions.ignores_file("AL002", "unused-suppression"):
+        _unused_suppressions(path, text.splitlines(), suppressions, enabled, result)
+
+
+def _unused_suppressions(path: str, text_lines: list[str], suppressions: Suppressions, enabled: list[type[Rule]],
+                         result: LintResult) -> None:
+    """AL002: codes of ours in a ``# noqa`` that suppressed nothing. Only rules that ran can
+    be judged; codes of other tools are theirs; an unknown AL code is reported as unknown."""
+    from .rules import all_rules
+
+    ran = {r.code for r in enabled} | {r.name for r in enabled}
+    known = {r.code for r in all_rules()} | {r.name for r in all_rules()}
+    for noqa in suppressions.noqa.values():
+        unused = []
+        for entry in noqa.codes:
+            ours = entry.startswith("AL") or entry in known
+            if not ours or entry in noqa.used:
+                continue
+            if entry not in known:
+                unused.append((entry, "unknown rule"))
+            elif entry in ran:
+                unused.append((entry, "nothing to suppress here"))
+        if not unused:
+            continue
+        what = ", ".join(f"`{e}` ({why})" for e, why in unused)
+        diagnostic = Diagnostic(path, noqa.line, noqa.column, noqa.line, noqa.end_column, "AL002", "unused-suppression",
+                                "warning", f"unused suppression {what}; remove it so it cannot hide a future finding",
+                                statement=f"noqa:{','.join(e for e, _ in unused)}", fix="safe")
+        result.diagnostics.append(diagnostic)
+        edit = _noqa_rewrite(text_lines[noqa.line - 1], noqa, {e for e, _ in unused})
+        result.fixes.append((diagnostic, Fix("safe", "remove the unused suppression", text_edits=(edit,))))
+
+
+def _noqa_rewrite(line_text: str, noqa, drop: set[str]) -> tuple[int, int, int, str]:
+    """(line, start column, end column, new text): the ``# noqa`` without the codes in ``drop``,
+    or no comment at all (with the spaces before it) when nothing is left."""
+    keep = [c for c in noqa.codes if c not in drop]
+    start, end = noqa.column, noqa.end_column
+    if keep:
+        return noqa.line, start, end, "# noqa: " + ", ".join(keep)
+    while start > 1 and line_text[start - 2] in " \t":
+        start -= 1
+    return noqa.line, start, end, ""
 
 
 def lint_file(path: Path, config: Config) -> LintResult:

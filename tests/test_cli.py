@@ -42,10 +42,11 @@ def test_text_output_lines_summary_and_exit_code(write, tmp_path):
     path = write("train.py", BAD)
     result = invoke(str(path))
     lines = result.output.strip().splitlines()
-    assert lines[0].startswith(f"{path}:6:5: AL101 `loss.backward()` bypasses `accelerator.backward()`")
+    assert lines[0].startswith(f"{path}:6:5: AL101 [*] `loss.backward()` bypasses `accelerator.backward()`")
     assert lines[1].startswith(f"{path}:9:5: AL301 `accelerator.wait_for_everyone()` runs only where")
     assert "(line 8)" in lines[1] and "hangs" in lines[1]
-    assert lines[-1] == "Found 2 problems (2 errors) in 1 file."
+    assert lines[-2] == "Found 2 problems (2 errors) in 1 file."
+    assert lines[-1] == "[*] 1 fixable with `--fix`."
     assert result.exit_code == 1
 
 
@@ -85,7 +86,9 @@ def test_json_fields(write):
     path = write("train.py", BAD)
     findings = json.loads(invoke(str(path), "--output-format", "json").output)
     first = findings[0]
-    assert set(first) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message"}
+    assert set(first) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message",
+                          "fix", "url", "docs"}
+    assert first["fix"] == "safe" and first["docs"] == "docs/rules/AL101.md" and first["url"].endswith("/AL101.md")
     assert (first["line"], first["column"], first["end_line"], first["end_column"]) == (6, 5, 6, 20)
     assert (first["code"], first["name"], first["severity"]) == ("AL101", "raw-backward", "error")
 

@@ -22,7 +22,8 @@ def _cases(kind: str):
 
 
 def _lines(rule, source: str) -> list[int]:
-    result = lint_source(source, "example.py", CONFIG, [rule])
+    rules = list(RULES) if rule.needs_other_rules else [rule]
+    result = lint_source(source, "example.py", CONFIG, rules)
     assert not result.errors, result.errors
     return [d.line for d in result.diagnostics if d.code == rule.code]
 

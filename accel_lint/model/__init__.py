@@ -114,6 +114,21 @@ class FileModel:
             return "accelerator"
         return max(set(names), key=names.count)
 
+    def accelerators_visible_in(self, scope: ScopeNode) -> set[str]:
+        """The names (``accelerator``, ``self.acc``) of the accelerators read in ``scope``, or,
+        when it reads none, those of module level: what a fix may write. More than one means
+        the fix would have to guess."""
+        def names_in(wanted: ScopeNode) -> set[str]:
+            found = set()
+            for node, v in self.objects.values.items():
+                if v.is_acc and self.index.scope_of(node) is wanted:
+                    name = dotted_name(node)
+                    if name and not name.endswith(".state"):
+                        found.add(name)
+            return found
+
+        return names_in(scope) or (names_in(self.module) if scope is not self.module else set())
+
     # -- ranks and collectives ----------------------------------------------------------------
     @cached_property
     def ops(self) -> OpAnalysis:
@@ -179,6 +194,35 @@ class FileModel:
 
     def line_of(self, node: cst.CSTNode) -> int:
         return self.position_of(node)[0]
+
+    # -- where a finding sits (suppressions, baselines) ---------------------------------------
+    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The statement line (``SimpleStatementLine``) or compound statement that holds ``node``."""
+        current = node
+        while current is not None:
+            if isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return current
+            current = self.index.parents.get(current)
+        return node
+
+    def qualname_of(self, node: cst.CSTNode) -> str:
+        """The qualified name of the function around ``node`` ("" at module level)."""
+        scope = self.index.scope_of(node)
+        return self.index.functions[scope].qualname if isinstance(scope, cst.FunctionDef) else ""
+
+    def statement_text(self, statement: cst.CSTNode) -> str:
+        """A statement's code on one line, without comments or its body: what identifies a
+        finding when lines above it change."""
+        if isinstance(statement, cst.SimpleStatementLine):
+            return "; ".join(self.code(small) for small in statement.body)
+        if isinstance(statement, cst.BaseCompoundStatement):
+            header = statement.with_changes(body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])]))
+            if hasattr(header, "orelse"):
+                header = header.with_changes(orelse=None)
+            if hasattr(header, "leading_lines"):
+                header = header.with_changes(leading_lines=[])
+            return " ".join(cst.Module([]).code_for_node(header).split()).removesuffix(" pass")
+        return self.code(statement)
 
     # -- helpers for rules ----------------------------------------------------------------------
     def calls_in(self, node: cst.CSTNode) -> list[cst.Call]:

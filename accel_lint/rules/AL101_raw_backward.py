@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import libcst as cst
 
 from ..model import MAYBE, YES, FileModel
-from .base import Finding, Rule, quote
+from .base import Finding, Fix, Rule, quote
 
 
 class RawBackward(Rule):
@@ -119,7 +120,38 @@ class Trainer:
                 call,
                 f"{quote(text + '.backward()')} bypasses `{acc}.backward()`: gradient-accumulation and fp16 loss "
                 f"scaling are skipped and under DeepSpeed the model never updates; use `{acc}.backward({text})`",
+                fix=self._fix(model, call, loss, scope),
             )
+
+    @staticmethod
+    def _fix(model: FileModel, call: cst.Call, loss: cst.BaseExpression, scope) -> Fix | None:
+        """``{acc}.backward(loss, **kwargs)`` when exactly one accelerator is in scope. Unsafe when a
+        positional ``gradient`` becomes a keyword, or the loss was already divided by a GA count
+        (the fix would then scale twice: AL102)."""
+        accelerators = model.accelerators_visible_in(scope)
+        if len(accelerators) != 1:
+            return None
+        acc = next(iter(accelerators))
+        is_tensor_method = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" \
+            and model.index.imports.qualify_expr(call.func) != "torch.autograd.backward"
+        args = list(call.args) if is_tensor_method else list(call.args[1:])
+        if any(a.star for a in args) or (not is_tensor_method and args):
+            return None  # torch.autograd.backward's other arguments have other names: no guess
+        safe = True
+        keyword_args = []
+        for position, arg in enumerate(args):
+            if arg.keyword is None:
+                if position >= len(_TENSOR_BACKWARD_PARAMS):
+                    return None
+                arg = arg.with_changes(keyword=cst.Name(_TENSOR_BACKWARD_PARAMS[position]),
+                                       equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                safe = False
+            keyword_args.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+        if _divided_by_accumulation(model, loss):
+            safe = False
+        loss_arg = cst.Arg(loss.with_changes(lpar=[], rpar=[]) if getattr(loss, "lpar", None) else loss)
+        new = cst.parse_expression(f"{acc}.backward()").with_changes(args=[loss_arg, *keyword_args])
+        return Fix("safe" if safe else "unsafe", f"use `{acc}.backward(...)`", ((call, new),))
 
     @staticmethod
     def _loss_of(model: FileModel, call: cst.Call) -> cst.BaseExpression | None:
@@ -172,3 +204,30 @@ class Trainer:
                     if isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value == "no":
                         return True
         return False
+
+
+_TENSOR_BACKWARD_PARAMS = ("gradient", "retain_graph", "create_graph", "inputs")
+_GA_DIVISOR = re.compile(r"/\s*\(?\s*[\w.]*(grad\w*accum\w*|accum\w*steps|ga_steps)\b", re.IGNORECASE)
+
+
+def _divided_by_accumulation(model: FileModel, loss: cst.BaseExpression) -> bool:
+    """``loss / gradient_accumulation_steps`` in the expression or where the name was bound."""
+    texts = [model.code(loss)]
+    value = model.value_at(loss)
+    if value is not None and value.origin is not None:
+        parent = model.index.parents.get(value.origin)
+        texts.append(model.code(parent if parent is not None else value.origin))
+    for node in model.calls_in(model.statement_of(loss)):
+        texts.append(model.code(node))
+    return any(_GA_DIVISOR.search(t) for t in texts) or _augmented_division(model, loss)
+
+
+def _augmented_division(model: FileModel, loss: cst.BaseExpression) -> bool:
+    """``loss /= ga`` earlier in the same function."""
+    name = model.code(loss)
+    scope = model.scope_of(loss)
+    for node in model.index.walk(scope):
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign) \
+                and model.code(node.target) == name and _GA_DIVISOR.search("/ " + model.code(node.value)):
+            return True
+    return False

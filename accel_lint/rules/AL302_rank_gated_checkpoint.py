@@ -6,7 +6,7 @@ import libcst as cst
 
 from ..collectives import CKPT
 from ..model import FileModel
-from .base import Finding, Rule, describe_guard, quote
+from .base import Finding, Fix, Rule, describe_guard, quote
 
 _CONSEQUENCES = {
     "save_state": "deadlocks under FSDP and DeepSpeed, and under DDP saves only rank 0's RNG state so a resume "
@@ -108,4 +108,37 @@ for epoch in range(3):
                 op.node,
                 f"{what} runs {describe_guard(model, op.guard)} and {consequence}; call it on every rank and guard "
                 f"only plain file I/O",
+                fix=_hoist(model, op),
             )
+
+
+def _hoist(model: FileModel, op) -> Fix | None:
+    """Unsafe: move the checkpoint statement out of its ``if <rank predicate>:`` and keep the
+    statements before and after it guarded, in order. Only for a call made directly (not
+    through a helper) as its own statement (or the value of an assignment) in the body of an
+    ``if`` without ``else``; the statements left guarded before it may be prerequisites
+    (``makedirs``), which is why the fix is unsafe."""
+    guard = op.guard
+    if op.chain or guard is None or guard.how != "if" or not isinstance(guard.node, cst.If):
+        return None
+    branch = guard.node
+    if branch.orelse is not None or not isinstance(branch.body, cst.IndentedBlock):
+        return None
+    statement = model.statement_of(op.node)
+    body = list(branch.body.body)
+    if statement not in body or not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+    if value is not op.node:
+        return None
+    at = body.index(statement)
+    before, after = body[:at], body[at + 1:]
+    replacement: list[cst.BaseStatement] = []
+    if before:
+        replacement.append(branch.with_changes(body=branch.body.with_changes(body=before)))
+    replacement.append(statement.with_changes(leading_lines=[] if before else [*branch.leading_lines, *statement.leading_lines]))
+    if after:
+        replacement.append(branch.with_changes(leading_lines=[], body=branch.body.with_changes(body=after)))
+    return Fix("unsafe", "run the checkpoint call on every rank; keep the rest guarded",
+               ((branch, cst.FlattenSentinel(replacement)),))

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import YES, FileModel
-from .base import Finding, Rule
+from .base import Finding, Fix, Rule
 
 # nn.Module API (and DistributedDataParallel's own attributes) that the wrapper forwards or has
 _MODULE_API = frozenset({
@@ -125,7 +125,31 @@ class Runner:
                 fix = f"`{acc}.get_state_dict({name})`"
             else:
                 fix = f"`{acc}.unwrap_model({name}).{attr}`"
-            yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}")
+            yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
+                          fix=_fix(model, node))
+
+
+def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
+    """``m.attr`` -> ``acc.unwrap_model(m).attr``; ``m.module`` -> ``acc.unwrap_model(m)``;
+    ``m.state_dict()`` -> ``acc.get_state_dict(m)``, unsafe under a rank guard (it is a
+    collective under FSDP/ZeRO-3: the fix would create AL302)."""
+    accelerators = model.accelerators_visible_in(model.scope_of(node))
+    if len(accelerators) != 1:
+        return None
+    acc = next(iter(accelerators))
+    base = node.value
+    attr = node.attr.value
+    if attr == "state_dict":
+        call = model.index.parents.get(node)
+        if not isinstance(call, cst.Call) or call.func is not node or call.args:
+            return None
+        new = cst.parse_expression(f"{acc}.get_state_dict()").with_changes(args=[cst.Arg(base)])
+        safe = model.rank_guard_of(call) is None
+        return Fix("safe" if safe else "unsafe", f"use `{acc}.get_state_dict(...)`", ((call, new),))
+    unwrapped = cst.parse_expression(f"{acc}.unwrap_model()").with_changes(args=[cst.Arg(base)])
+    if attr in ("module", "_orig_mod"):
+        return Fix("safe", f"use `{acc}.unwrap_model(...)`", ((node, unwrapped),))
+    return Fix("safe", f"use `{acc}.unwrap_model(...)`", ((base, unwrapped),))
 
 
 def _under_backend_check(model: FileModel, node: cst.CSTNode) -> bool:

@@ -16,12 +16,30 @@ DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use 
 
 
 @dataclass(frozen=True)
+class Fix:
+    """A rule's correction: nodes of the parsed module and what replaces each (a node, a
+    ``cst.FlattenSentinel`` of statements, or ``cst.RemoveFromParent()``).
+
+    ``applicability`` is "safe" (the only change in behaviour is the intended correction;
+    applied by ``--fix``) or "unsafe" (may change more; needs ``--unsafe-fixes``)."""
+
+    applicability: str
+    description: str
+    replacements: tuple[tuple[cst.CSTNode, object], ...] = ()
+    # edits of raw text, (line, start column, end column, new text), 1-based, for what is not a
+    # node (a comment)
+    text_edits: tuple[tuple[int, int, int, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Finding:
-    """A rule's answer: the node to report, the message, and the severity if not the default."""
+    """A rule's answer: the node to report, the message, the severity if not the default,
+    and a fix if the rule has one for this case."""
 
     node: cst.CSTNode
     message: str
     severity: str | None = None
+    fix: Fix | None = None
 
 
 class Rule:
@@ -41,6 +59,8 @@ class Rule:
     severity: ClassVar[str]
     summary: ClassVar[str]
     scope: ClassVar[str] = "accelerate"
+    # A rule computed by the engine from the other rules' results (AL002): its examples run with every rule.
+    needs_other_rules: ClassVar[bool] = False
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 

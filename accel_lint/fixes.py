@@ -1,0 +1,292 @@
+"""Applying fixes safely: one pass per round, overlaps skipped, every result verified, atomic writes.
+
+A rule's :class:`~accel_lint.rules.base.Fix` names nodes and their replacements; here they
+become text edits of the file:
+
+* an **expression** is replaced in place (its source range, parentheses kept), and the result
+  is checked with CPython's ``ast``: at that place the fixed file must hold exactly the
+  expression the fix meant. Where precedence would change the meaning (``-value`` with
+  ``value`` -> ``a - b``), the replacement is parenthesized; if even that does not verify, the
+  fix is dropped;
+* **statements** (moved out of a guard) are rendered by libcst, which owns indentation;
+* **comment** edits (AL002) are raw text.
+
+A round applies every non-overlapping fix in one pass, then the file must still parse (libcst
+and ``ast``); the file is re-linted and fixed again, up to :data:`MAX_ROUNDS` rounds ("did not
+converge" after that). The file is written once, atomically (a temporary file in the same
+directory, then ``os.replace``), with its mode, encoding, BOM and line endings, and only when
+its content changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from .config import Config
+from .diagnostics import Diagnostic, Notice
+from .engine import LintResult, lint_source
+from .rules.base import Fix
+
+MAX_ROUNDS = 10
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    start: int
+    end: int
+    text: str
+    kind: str  # "expression" (verified with ast), "statements" or "comment"
+
+
+@dataclass
+class FileFix:
+    """What fixing one file did."""
+
+    path: str
+    original: str = ""
+    fixed: str = ""
+    applied: list[tuple[Diagnostic, str]] = field(default_factory=list)  # (finding, fix description)
+    notices: list[Notice] = field(default_factory=list)
+    remaining: LintResult | None = None
+    encoding: str = "utf-8"
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+
+def fix_source(data: bytes, path: str, config: Config, unsafe: bool) -> FileFix:
+    """Fix one file's contents in memory (nothing is written)."""
+    outcome = FileFix(path)
+    first = lint_source(data, path, config, want_fixes=True)
+    if first.module is None:
+        outcome.remaining = first
+        return outcome
+    outcome.encoding = first.module.encoding
+    try:
+        text = data.decode(first.module.encoding)
+    except (UnicodeDecodeError, LookupError):
+        text = None
+    if text != first.module.code:
+        outcome.notices.append(Notice(path, "not fixed: the parser does not reproduce this file exactly"))
+        outcome.remaining = first
+        return outcome
+    outcome.original = outcome.fixed = text
+    rejected: set[tuple[str, str, str]] = set()
+    result = first
+    for _ in range(MAX_ROUNDS):
+        wanted = [(d, f) for d, f in result.fixes
+                  if (f.applicability == "safe" or unsafe) and _identity(d) not in rejected]
+        if not wanted:
+            break
+        new_text, applied, failed = _one_round(result.module, text, wanted)
+        for d, why in failed:
+            rejected.add(_identity(d))
+            outcome.notices.append(Notice(path, f"line {d.line}: {d.code} fix not applied: {why}"))
+        if new_text == text:
+            if not failed:
+                break
+            result = lint_source(_encode(text, outcome.encoding), path, config, want_fixes=True)
+            continue
+        text = new_text
+        outcome.applied.extend(applied)
+        result = lint_source(_encode(text, outcome.encoding), path, config, want_fixes=True)
+        if result.module is None:  # cannot happen after verification; never write a broken file
+            outcome.notices.append(Notice(path, "not fixed: the fixed file did not parse (please report this)"))
+            outcome.applied.clear()
+            outcome.fixed = outcome.original
+            outcome.remaining = first
+            return outcome
+    else:
+        outcome.notices.append(Notice(path, f"fixes did not converge after {MAX_ROUNDS} rounds; "
+                                            "the file holds the last round's result"))
+    outcome.fixed = text
+    outcome.remaining = lint_source(_encode(text, outcome.encoding), path, config)
+    return outcome
+
+
+def write_atomically(path: Path, text: str, encoding: str) -> None:
+    """Replace ``path``'s content keeping its mode; readers never see half a file."""
+    data = _encode(text, encoding)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".accel-lint.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _encode(text: str, encoding: str) -> bytes:
+    return text.encode(encoding)  # "utf-8-sig" writes the BOM back
+
+
+def _identity(d: Diagnostic) -> tuple[str, str, str]:
+    return d.code, d.scope, d.statement
+
+
+# -- one round ---------------------------------------------------------------------------------
+
+def _one_round(module: cst.Module, text: str, wanted: list[tuple[Diagnostic, Fix]]):
+    """Apply every non-overlapping fix once. Returns (text, applied, failed)."""
+    lines = _LineTable(text)
+    positions = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.PositionProvider)
+    chosen: list[tuple[Diagnostic, Fix, list[TextEdit]]] = []
+    taken: list[tuple[int, int]] = []
+    failed: list[tuple[Diagnostic, str]] = []
+    for d, fix in sorted(wanted, key=lambda item: (item[0].line, item[0].column)):
+        try:
+            edits = _edits(module, text, lines, positions, fix)
+        except _Unfixable as exc:
+            failed.append((d, str(exc)))
+            continue
+        if any(_overlaps(e, t) for e in edits for t in taken):
+            continue  # another fix touches this range; the next round sees the result
+        chosen.append((d, fix, edits))
+        taken.extend((e.start, e.end) for e in edits)
+    if not chosen:
+        return text, [], failed
+    new_text = _apply(text, [e for _, _, edits in chosen for e in edits])
+    if _verified(new_text, text, [e for _, _, edits in chosen for e in edits]):
+        return new_text, [(d, f.description) for d, f, _ in chosen], failed
+    # together they do not verify: keep the first fix alone if it does, the rest wait a round
+    d, fix, edits = chosen[0]
+    alone = _apply(text, edits)
+    if _verified(alone, text, edits):
+        return alone, [(d, fix.description)], failed
+    failed.append((d, "the result did not mean what the fix intended"))
+    return text, [], failed
+
+
+class _Unfixable(Exception):
+    pass
+
+
+def _edits(module, text, lines, positions, fix: Fix) -> list[TextEdit]:
+    edits = []
+    for old, new in fix.replacements:
+        if isinstance(old, cst.BaseExpression) and isinstance(new, cst.BaseExpression):
+            edits.append(_expression_edit(module, text, lines, positions, old, new))
+        else:
+            edits.append(_statement_edit(module, text, old, new))
+    for line, start_col, end_col, new_text in fix.text_edits:
+        offset = lines.offset(line, start_col - 1)
+        edits.append(TextEdit(offset, lines.offset(line, end_col - 1), new_text, "comment"))
+    return edits
+
+
+def _expression_edit(module, text, lines, positions, old, new) -> TextEdit:
+    """Replace ``old``'s source (inside its own parentheses, which stay) with ``new``; wrap
+    ``new`` in parentheses when that is what it takes to keep its meaning."""
+    rng = positions[old]
+    start = lines.offset(rng.start.line, rng.start.column)
+    end = lines.offset(rng.end.line, rng.end.column)
+    bare = module.code_for_node(new.with_changes(lpar=[], rpar=[]) if getattr(new, "lpar", None) else new)
+    for candidate in (bare, f"({bare})"):
+        edit = TextEdit(start, end, candidate, "expression")
+        if _verified(_apply(text, [edit]), text, [edit]):
+            return edit
+    raise _Unfixable("no parenthesization keeps the intended meaning")
+
+
+def _statement_edit(module, text, old, new) -> TextEdit:
+    """Statements: let libcst render the module with the replacement (it owns indentation)
+    and take the changed span."""
+    rendered = module.deep_replace(old, new).code
+    start = 0
+    limit = min(len(text), len(rendered))
+    while start < limit and text[start] == rendered[start]:
+        start += 1
+    end_old, end_new = len(text), len(rendered)
+    while end_old > start and end_new > start and text[end_old - 1] == rendered[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return TextEdit(start, end_old, rendered[start:end_new], "statements")
+
+
+def _overlaps(edit: TextEdit, span: tuple[int, int]) -> bool:
+    start, end = span
+    if edit.start == edit.end or start == end:  # insertions collide only at the same point or inside
+        return start < edit.start < end or edit.start < start < edit.end or edit.start == start
+    return edit.start < end and start < edit.end
+
+
+def _apply(text: str, edits: list[TextEdit]) -> str:
+    out, cursor = [], 0
+    for edit in sorted(edits, key=lambda e: (e.start, e.end)):
+        out.append(text[cursor:edit.start])
+        out.append(edit.text)
+        cursor = edit.end
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+# -- verification ------------------------------------------------------------------------------
+
+def _verified(new_text: str, old_text: str, edits: list[TextEdit]) -> bool:
+    """The fixed text parses (libcst and ast) and every replaced expression means what was meant."""
+    try:
+        cst.parse_module(new_text)
+        tree = ast.parse(new_text)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
+        return False
+    lines = _LineTable(new_text)
+    spans: dict[tuple[int, int], list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.expr) and getattr(node, "end_lineno", None) is not None:
+            span = (lines.offset_from_bytes(node.lineno, node.col_offset),
+                    lines.offset_from_bytes(node.end_lineno, node.end_col_offset))
+            spans.setdefault(span, []).append(node)
+    shift = 0
+    for edit in sorted(edits, key=lambda e: (e.start, e.end)):
+        new_start = edit.start + shift
+        shift += len(edit.text) - (edit.end - edit.start)
+        if edit.kind != "expression":
+            continue
+        try:
+            meant = ast.parse(edit.text.strip(), mode="eval").body
+        except SyntaxError:
+            return False
+        inner = _LineTable(edit.text.strip())
+        lead = len(edit.text) - len(edit.text.lstrip())
+        span = (new_start + lead + inner.offset_from_bytes(meant.lineno, meant.col_offset),
+                new_start + lead + inner.offset_from_bytes(meant.end_lineno, meant.end_col_offset))
+        found = spans.get(span, [])
+        if not any(ast.dump(node) == ast.dump(meant) for node in found):
+            return False
+    return True
+
+
+class _LineTable:
+    """Offsets of line starts, to turn (line, column) into string offsets."""
+
+    def __init__(self, text: str) -> None:
+        # Python's line ends only (str.splitlines also splits at form feeds and others)
+        self.lines = _LINE.findall(text) or [""]
+        self.starts = [0]
+        for line in self.lines:
+            self.starts.append(self.starts[-1] + len(line))
+
+    def offset(self, line: int, column: int) -> int:
+        """``line`` 1-based, ``column`` 0-based in characters."""
+        return self.starts[line - 1] + column
+
+    def offset_from_bytes(self, line: int, byte_column: int) -> int:
+        """``ast``'s columns count UTF-8 bytes."""
+        text = self.lines[line - 1] if line - 1 < len(self.lines) else ""
+        return self.starts[line - 1] + len(text.encode("utf-8")[:byte_column].decode("utf-8", errors="ignore"))

@@ -1,0 +1,128 @@
+"""Whole-run workflows on top of a lint result: ``--fix``/``--diff`` and ``--add-noqa``."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import tokenize
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import Config
+from .diagnostics import Diagnostic, Notice
+from .engine import LintResult
+from .fixes import FileFix, fix_source, write_atomically
+from .suppressions import noqa_codes
+
+
+@dataclass
+class FixRun:
+    diagnostics: list[Diagnostic] = field(default_factory=list)  # what remains after fixing
+    files: list[FileFix] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+
+    @property
+    def applied(self) -> list[tuple[Diagnostic, str]]:
+        return [a for f in self.files for a in f.applied]
+
+    @property
+    def applied_count(self) -> int:
+        return len(self.applied)
+
+    def diff(self) -> str:
+        out = []
+        for f in self.files:
+            if f.changed:
+                out.extend(difflib.unified_diff(
+                    f.original.splitlines(keepends=True), f.fixed.splitlines(keepends=True),
+                    fromfile=f"a/{f.path}", tofile=f"b/{f.path}"))
+                if out and not out[-1].endswith(("\n", "\r")):
+                    out[-1] += "\n\\ No newline at end of file\n"
+        return "".join(out)
+
+    def summary(self, show_fixes: bool) -> str:
+        n = self.applied_count
+        lines = [f"Fixed {n} problem{'s' if n != 1 else ''}, {len(self.diagnostics)} remaining."]
+        if show_fixes:
+            for f in self.files:
+                for d, description in f.applied:
+                    lines.append(f"  {f.path}:{d.line}:{d.column}: {d.code} {description}")
+        return "\n".join(lines)
+
+
+def fix_files(result: LintResult, config: Config, unsafe: bool, write: bool) -> FixRun:
+    """Fix every file that has an applicable fix; write the changed ones when ``write``."""
+    run = FixRun()
+    wanted = {d.path for d in result.diagnostics if d.fix == "safe" or (unsafe and d.fix)}
+    run.diagnostics = [d for d in result.diagnostics if d.path not in wanted]
+    for path in sorted(wanted):
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            run.notices.append(Notice(path, f"not fixed: cannot read: {exc.strerror or exc}"))
+            run.diagnostics.extend(d for d in result.diagnostics if d.path == path)
+            continue
+        outcome = fix_source(data, path, config, unsafe)
+        run.files.append(outcome)
+        run.notices.extend(outcome.notices)
+        remaining = outcome.remaining.diagnostics if outcome.remaining is not None else []
+        run.diagnostics.extend(remaining)
+        if write and outcome.changed:
+            try:
+                write_atomically(Path(path), outcome.fixed, outcome.encoding)
+            except OSError as exc:
+                run.notices.append(Notice(path, f"not written: {exc.strerror or exc}"))
+    run.diagnostics.sort()
+    return run
+
+
+def add_noqa(diagnostics: list[Diagnostic]) -> int:
+    """Append ``# noqa: CODE`` (merged into an existing ``# noqa: ...``) where each finding is
+    reported; on the line that ends a multi-line string when the finding starts inside one."""
+    by_file: dict[str, list[Diagnostic]] = defaultdict(list)
+    for d in diagnostics:
+        if d.code != "AL002":
+            by_file[d.path].append(d)
+    added = 0
+    for path, found in by_file.items():
+        target = Path(path)
+        data = target.read_bytes()
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+        lines = text.splitlines(keepends=True)
+        moved = _string_continuations(text)
+        codes_by_line: dict[int, set[str]] = defaultdict(set)
+        for d in found:
+            codes_by_line[moved.get(d.line, d.line)].add(d.code)
+        for number, codes in codes_by_line.items():
+            line = lines[number - 1]
+            body = line.rstrip("\r\n")
+            ending = line[len(body):]
+            existing = noqa_codes(body)
+            if existing is not None and not existing:
+                continue  # a bare noqa already covers everything
+            if existing is not None:
+                new_codes = sorted(existing | codes)
+                head = body[: body.lower().rindex("noqa")].rstrip()
+                head = head[:-1].rstrip() if head.endswith("#") else head
+                lines[number - 1] = f"{head}  # noqa: {', '.join(new_codes)}{ending}"
+            else:
+                lines[number - 1] = f"{body}  # noqa: {', '.join(sorted(codes))}{ending}"
+            added += len(codes - (existing or set()))
+        write_atomically(target, "".join(lines), encoding)
+    return added
+
+
+def _string_continuations(text: str) -> dict[int, int]:
+    """Lines inside a multi-line string token -> the line where that token ends (a comment
+    can only go after it)."""
+    moved: dict[int, int] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                for line in range(token.start[0], token.end[0]):
+                    moved[line] = token.end[0]
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return moved
