@@ -463,3 +463,23 @@ def test_syntax_children_are_libcst_children_in_order_without_layout():
             assert [id(k) for k in syntax_children(parent)] == [id(k) for k in expected], type(parent).__name__
             checked += 1
     assert checked > 1000
+
+
+def test_divergence_blames_the_guarded_call_not_the_one_every_rank_makes():
+    # ops: main [save_state, state_dict], others [state_dict]: a kind-only alignment
+    # matched the guarded save_state with the shared state_dict and blamed the latter
+    from accel_lint.config import Config
+    from accel_lint.engine import lint_source
+
+    source = textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        def train():
+            if accelerator.is_main_process:
+                accelerator.save_state("ckpt")
+            torch.save(model.state_dict(), "w.pt")
+        """)
+    found = [(d.line, d.code) for d in lint_source(source, "t.py", Config()).diagnostics if d.code == "AL302"]
+    assert found == [(7, "AL302")]

@@ -257,7 +257,15 @@ class OpAnalysis:
             other = seqs[cls.name]
             if _kinds(other) == base_kinds:
                 continue
-            matcher = SequenceMatcher(None, base_kinds, _kinds(other), autojunk=False)
+            # Align on kinds, except that an op both classes execute (the same call) only
+            # matches itself: otherwise ["ckpt" under a guard, "ckpt" for all] vs ["ckpt"]
+            # would blame the call every rank makes.
+            shared = {id(op.node) for _, op in base if op is not None} & {id(op.node) for _, op in other if op is not None}
+
+            def keys(seq):
+                return [(kind, id(op.node)) if op is not None and id(op.node) in shared else kind for kind, op in seq]
+
+            matcher = SequenceMatcher(None, keys(base), keys(other), autojunk=False)
             for tag, i1, i2, j1, j2 in matcher.get_opcodes():
                 if tag == "equal":
                     continue
