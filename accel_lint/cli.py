@@ -44,6 +44,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--exclude", multiple=True, help="Globs to exclude; replaces the defaults.")
 @click.option("--extend-exclude", multiple=True, help="Globs to exclude in addition to the defaults.")
+@click.option("--force-exclude", is_flag=True, help="Apply the excludes to files named on the command line too (for pre-commit).")
 @click.option("--output-format", type=click.Choice(list(FORMATS)), default="text", show_default=True,
               help="text (with summary), concise, json, json-lines, github (annotations + text), sarif, junit.")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False), help="Write the report to a file instead of stdout.")
@@ -69,7 +70,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
-def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_format, output_file, apply_fixes,
+def main(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, output_format, output_file, apply_fixes,
          unsafe_fixes, show_diff, show_fixes, baseline, update_baseline, add_noqa, exit_zero, quiet,
          verbose, statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
@@ -103,7 +104,7 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, output_f
     if sum(map(bool, (apply_fixes, show_diff, add_noqa))) > 1:
         raise click.UsageError("--fix, --diff and --add-noqa do not combine")
     repo_root = _repository_root(config.root)
-    files, missing = discover(list(paths) or ["."], config)
+    files, missing = discover(list(paths) or ["."], config, force_exclude)
     for message in missing:
         click.echo(f"accel-lint: error: {message}", err=True)
     result = lint_paths(files, config, jobs or os.cpu_count() or 1, _progress_reporter(len(files)))

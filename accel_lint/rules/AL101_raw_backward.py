@@ -43,6 +43,12 @@ class RawBackward(Rule):
         accelerator.backward(loss)
         optimizer.step()
     ```
+
+    ## Fix safety
+    Safe: `loss.backward(**kwargs)` -> `accelerator.backward(loss, **kwargs)` when exactly one
+    accelerator is in scope. Unsafe: when a positional argument (`gradient`) becomes a keyword,
+    or when the loss was already divided by a gradient-accumulation count (the fix would then
+    divide twice: AL102). No fix for `torch.autograd.backward` with more than the tensor.
     """
 
     code = "AL101"

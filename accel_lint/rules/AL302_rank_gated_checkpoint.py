@@ -52,6 +52,12 @@ class RankGatedCheckpoint(Rule):
     if accelerator.is_main_process:
         shutil.copy("config.yaml", ckpt_dir)
     ```
+
+    ## Fix safety
+    Unsafe: the checkpoint statement is moved out of its `if <rank predicate>:`; the statements
+    before and after it stay guarded, in order. Statements left before it (`os.makedirs`) may be
+    prerequisites on the other ranks too, so review the result. Only offered for a direct call
+    (not through a helper) in an `if` without `else`.
     """
 
     code = "AL302"

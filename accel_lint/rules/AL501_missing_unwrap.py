@@ -58,6 +58,12 @@ class MissingUnwrap(Rule):
     out = accelerator.unwrap_model(model).generate(**inputs)
     accelerator.save(accelerator.get_state_dict(model), "w.pt")
     ```
+
+    ## Fix safety
+    Safe: `model.attr` -> `accelerator.unwrap_model(model).attr`, `model.module` ->
+    `accelerator.unwrap_model(model)`, `model.state_dict()` -> `accelerator.get_state_dict(model)`
+    outside rank guards. Unsafe inside a rank guard: `get_state_dict` is a collective under
+    FSDP/ZeRO-3, so the fix would create AL302. No fix when several accelerators are in scope.
     """
 
     code = "AL501"
