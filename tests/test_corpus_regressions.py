@@ -11,6 +11,30 @@ from accel_lint.config import Config
 from accel_lint.engine import lint_source
 
 CASES = {
+    # accelerate/commands/env.py, diffusers/commands/env.py: `accelerator` holds a device name
+    "accelerator_named_string": """
+        def env_command(args):
+            accelerator = "N/A"
+            if cuda:
+                accelerator = "CUDA"
+            info = {"Accelerator": accelerator}
+            print("\\n".join(f"- {k}: {v}" for k, v in info.items()))
+    """,
+    # accelerate/utils/megatron_lm.py: a rank test the model cannot evaluate still guards a print
+    "print_under_args_rank_test": """
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        def initialize(args):
+            if args.rank == 0:
+                print("WARNING: overriding default arguments", flush=True)
+    """,
+    # accelerate/test_utils/scripts/test_script.py: printing the state is per-rank on purpose
+    "print_of_the_state_object": """
+        from accelerate.state import AcceleratorState
+        def init_state_check():
+            state = AcceleratorState()
+            print(state)
+    """,
     # transformers Trainer: TrainingArguments.should_save is the main-process predicate
     "should_save_guard": """
         import shutil, torch

@@ -31,13 +31,13 @@ from functools import cached_property
 import libcst as cst
 
 from .index import FileIndex, FunctionInfo, ScopeNode
-from .names import dotted_name
+from .names import dotted_name, last_attr
 from .objects import ACC_CONSTRUCTORS, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from .writes import Write, classify_write
 
-__all__ = ["FileModel", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
+__all__ = ["FileModel", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
 
 
 class FileModel:

@@ -322,12 +322,19 @@ class ObjectTracker:
             if key is None:
                 continue
             v = self.lookup(key, env, self._scope)
-            if v is None and last_attr(expr) in self.accelerator_names:
+            if v is None and last_attr(expr) in self.accelerator_names and not self._is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
             if v is not None:
                 self.values[expr] = v
         for call in self.index.calls_in(node):
             self._note_call(call, env)
+
+    def _is_binding(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is the name being bound (``accelerator = "CUDA"``): what it will hold is the
+        assigned value, not a guess from its name."""
+        parent = self.index.parents.get(expr)
+        return isinstance(parent, cst.AssignTarget) or (
+            isinstance(parent, (cst.AnnAssign, cst.AugAssign, cst.For)) and parent.target is expr)
 
     def _note_call(self, call: cst.Call, env: Env) -> None:
         if self.is_acc_constructor(call):

@@ -1,0 +1,250 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import FileModel, last_attr
+from .base import Finding, Fix, Rule
+
+_EVAL_NAME = re.compile(r"(^|_)(eval|val|valid|validation|test|dev)(_|$|loader|dl|dataloader)", re.IGNORECASE)
+_ACCUMULATE_METHODS = {"add_batch", "update", "append", "extend"}
+_CONCAT = {"torch.cat", "torch.concat", "torch.concatenate", "numpy.concatenate", "np.concatenate", "torch.stack"}
+_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
+
+
+class GatherNotForMetrics(Rule):
+    """`accelerator.gather()` feeding metrics in an evaluation loop.
+
+    ## What it does
+    Flags `accelerator.gather(x)` (or `accelerate.utils.gather(x)`) inside a loop over a
+    prepared evaluation loader when the gathered value goes into metric accumulation:
+    `metric.add_batch(...)`, `.update(...)`, `.append(...)`, `.extend(...)`,
+    `torch.cat`/`np.concatenate`, or `+=`. An evaluation loop iterates a prepared loader
+    under `model.eval()`, `torch.no_grad()`/`inference_mode()`, or a loader named
+    `eval`/`val`/`test`/`dev`.
+    Not flagged: `gather` in training code (losses, statistics); loops that truncate by
+    hand (`samples_seen`, `[: len(eval_dataset) ...]`); loaders built with
+    `drop_last=True` or an accelerator with `even_batches=False`.
+
+    ## Why is this bad?
+    With `even_batches=True` (the default) the prepared loader pads the last round with
+    samples from the start of the dataset so that every rank gets a full batch.
+    `gather` keeps those duplicates, so the metric is computed over more samples than the
+    dataset has (12 for 9 in Accelerate's own test). `gather_for_metrics` drops them.
+
+    ## Example
+    ```python
+    model.eval()
+    for batch in eval_dl:
+        preds = model(**batch).logits.argmax(-1)
+        metric.add_batch(predictions=accelerator.gather(preds), references=accelerator.gather(batch["labels"]))
+    ```
+
+    ## Use instead
+    ```python
+    model.eval()
+    for batch in eval_dl:
+        preds = model(**batch).logits.argmax(-1)
+        preds, refs = accelerator.gather_for_metrics((preds, batch["labels"]))
+        metric.add_batch(predictions=preds, references=refs)
+    ```
+
+    ## Fix safety
+    Safe: `accelerator.gather` -> `accelerator.gather_for_metrics`, which has the same
+    signature and only drops the padding of the last batch. No fix for the function form
+    `accelerate.utils.gather`.
+    """
+
+    code = "AL203"
+    name = "gather-not-for-metrics"
+    severity = "warning"
+    summary = "gather() in an evaluation loop keeps the duplicated padding samples; use gather_for_metrics()"
+
+    VALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        for batch in train_dl:
+            loss = model(**batch).loss
+            losses.append(accelerator.gather(loss))
+            accelerator.backward(loss)
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, eval_dl = accelerator.prepare(model, eval_dl)
+        samples_seen = 0
+        for step, batch in enumerate(eval_dl):
+            with torch.no_grad():
+                preds = model(**batch).logits.argmax(-1)
+            preds = accelerator.gather(preds)
+            if step == len(eval_dl) - 1:
+                preds = preds[: len(eval_dl.dataset) - samples_seen]
+            metric.add_batch(predictions=preds)
+        """,
+    ]
+    INVALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, eval_dl = accelerator.prepare(model, eval_dl)
+        model.eval()
+        for batch in eval_dl:
+            preds = model(**batch).logits.argmax(-1)
+            metric.add_batch(predictions=accelerator.gather(preds))  # expect: AL203
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(model, loader)
+        all_preds = []
+        with torch.no_grad():
+            for batch in loader:
+                logits = model(**batch).logits
+                gathered = accelerator.gather(logits)  # expect: AL203
+                all_preds.append(gathered)
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        if "even_batches" in model.index.identifiers and _even_batches_off(model):
+            return
+        for call in model.index.calls:
+            if not _is_gather(model, call):
+                continue
+            loop = _enclosing_eval_loop(model, call)
+            if loop is None or _truncates_by_hand(model, loop) or _drops_last(model, loop):
+                continue
+            if not _feeds_accumulation(model, call, loop):
+                continue
+            fix = None
+            if isinstance(call.func, cst.Attribute) and model.is_accelerator(call.func.value):
+                fix = Fix("safe", "use `gather_for_metrics`",
+                          ((call.func, call.func.with_changes(attr=cst.Name("gather_for_metrics"))),))
+            receiver = model.code(call.func.value) if isinstance(call.func, cst.Attribute) else "accelerator"
+            yield Finding(
+                call,
+                f"`{model.code(call.func)}()` in an evaluation loop keeps the samples the prepared loader duplicated to "
+                f"even out the last batch, so the metric counts some samples twice; use "
+                f"`{receiver}.gather_for_metrics()`",
+                fix=fix,
+            )
+
+
+def _is_gather(model: FileModel, call: cst.Call) -> bool:
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "gather" and model.is_accelerator(func.value):
+        return True
+    qualified = model.index.imports.qualify_expr(func) or ""
+    return qualified in ("accelerate.utils.gather", "accelerate.utils.operations.gather")
+
+
+def _loop_iterable(loop: cst.For) -> cst.BaseExpression:
+    """The loader behind ``enumerate(...)``, ``tqdm(...)``, ``iter(...)``, ``zip(...)``."""
+    it = loop.iter
+    while isinstance(it, cst.Call) and it.args and (last_attr(it.func) or "") in ("enumerate", "tqdm", "iter", "zip"):
+        it = it.args[0].value
+    return it
+
+
+def _enclosing_eval_loop(model: FileModel, call: cst.Call) -> cst.For | None:
+    for parent in model.ancestors(call):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        if isinstance(parent, cst.For):
+            loader = _loop_iterable(parent)
+            if model.prepared_kind(loader) != "loader" and not _EVAL_NAME.search(model.code(loader).rsplit(".", 1)[-1]):
+                continue
+            if _is_eval_context(model, parent, loader):
+                return parent
+    return None
+
+
+def _is_eval_context(model: FileModel, loop: cst.For, loader: cst.BaseExpression) -> bool:
+    if _EVAL_NAME.search(model.code(loader).rsplit(".", 1)[-1]):
+        return True
+    for node in (loop, *model.ancestors(loop)):  # under no_grad / inference_mode
+        if isinstance(node, cst.With) and any(
+                isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
+                for i in node.items):
+            return True
+    for inner in model.index.walk(loop.body):
+        if isinstance(inner, cst.With) and any(
+                isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
+                for i in inner.items):
+            return True
+    for c in model.calls_in(model.scope_of(loop)):  # model.eval() in the same function
+        if isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args \
+                and model.prepared_kind(c.func.value) == "model":
+            return True
+    return False
+
+
+def _truncates_by_hand(model: FileModel, loop: cst.For) -> bool:
+    scope = model.scope_of(loop)
+    if "samples_seen" in {model.code(n) for n in model.index.loads_in(scope)}:
+        return True
+    for node in model.index.walk(loop.body):
+        if isinstance(node, cst.Subscript) and any("len(" in model.code(element.slice) for element in node.slice):
+            return True
+    return False
+
+
+def _drops_last(model: FileModel, loop: cst.For) -> bool:
+    value = model.value_at(_loop_iterable(loop))
+    origin = value.origin if value is not None else None
+    if isinstance(origin, cst.Call):
+        return any(a.keyword is not None and a.keyword.value == "drop_last" and model.code(a.value) == "True"
+                   for a in origin.args)
+    return False
+
+
+def _even_batches_off(model: FileModel) -> bool:
+    for ctor in model.objects.acc_constructors:
+        for arg in ctor.args:
+            if arg.keyword is not None and arg.keyword.value == "even_batches" and model.code(arg.value) == "False":
+                return True
+    return "even_batches=False" in model.code(model.module).replace(" ", "")
+
+
+def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool:
+    """The gathered value goes into a metric, a list, a concatenation or a running sum."""
+    if _is_accumulation_sink(model, call):
+        return True
+    statement = model.index.parents.get(call)
+    names: set[str] = set()
+    if isinstance(statement, cst.Assign) and statement.value is call:
+        for target in statement.targets:
+            names.update(model.code(n) for n in model.index.loads_in(target.target) if isinstance(n, cst.Name))
+    if not names:
+        return False
+    for node in model.index.walk(loop.body):
+        if isinstance(node, cst.Name) and node.value in names and _is_accumulation_sink(model, node):
+            return True
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) \
+                and any(isinstance(n, cst.Name) and n.value in names for n in model.index.walk(node.value)):
+            return True
+    return False
+
+
+def _is_accumulation_sink(model: FileModel, expr: cst.CSTNode) -> bool:
+    """``expr`` is (inside) an argument of an accumulating call."""
+    node = expr
+    for parent in model.ancestors(expr):
+        if isinstance(parent, cst.Call) and node is not parent.func:
+            func = parent.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _ACCUMULATE_METHODS:
+                return True
+            if (model.index.imports.qualify_expr(func) or model.code(func)) in _CONCAT:
+                return True
+        if isinstance(parent, cst.AugAssign) and isinstance(parent.operator, cst.AddAssign):
+            return True
+        if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+        node = parent
+    return False

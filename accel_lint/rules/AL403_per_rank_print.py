@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import FileModel
+from .base import Finding, Fix, Rule
+
+_TQDM = {"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange", "tqdm.auto.trange", "tqdm.std.tqdm"}
+
+
+class PerRankPrint(Rule):
+    """`print` and progress bars that every rank runs.
+
+    ## What it does
+    In code that runs on every rank of an Accelerate program (outside rank guards and
+    guarded helpers, after an accelerator exists), flags the builtin `print(...)` and
+    `tqdm(...)`/`trange(...)` without a `disable=` argument.
+    Not flagged: `accelerator.print`; prints whose arguments mention the rank
+    (deliberate per-rank debugging); `print(..., file=...)`; prints before the
+    accelerator is created; anything under `if accelerator.is_main_process:`.
+
+    ## Why is this bad?
+    Every line is printed once per process and progress bars from N ranks overwrite each
+    other, which buries the one line that matters. It is cosmetic (severity info), but it
+    is also how users first notice that "the script runs N times".
+
+    ## Example
+    ```python
+    print(f"epoch {epoch}: loss {loss.item():.3f}")
+    for batch in tqdm(train_dl):
+        ...
+    ```
+
+    ## Use instead
+    ```python
+    accelerator.print(f"epoch {epoch}: loss {loss.item():.3f}")
+    for batch in tqdm(train_dl, disable=not accelerator.is_local_main_process):
+        ...
+    ```
+
+    ## Fix safety
+    Safe: `print(...)` -> `accelerator.print(...)` and `disable=not accelerator.is_local_main_process`
+    added to the bar, when exactly one accelerator is in scope.
+    """
+
+    code = "AL403"
+    name = "per-rank-print"
+    severity = "info"
+    summary = "print()/tqdm() that every rank runs: the output repeats once per process"
+
+    VALID = [
+        """\
+        from accelerate import Accelerator
+        from tqdm import tqdm
+        print("starting")
+        accelerator = Accelerator()
+        accelerator.print("once per node")
+        if accelerator.is_main_process:
+            print("only on the main process")
+        print(f"rank {accelerator.process_index} ready")
+        for batch in tqdm(dl, disable=not accelerator.is_local_main_process):
+            pass
+        print("to a file", file=log)
+        """,
+    ]
+    INVALID = [
+        """\
+        from accelerate import Accelerator
+        from tqdm.auto import tqdm
+        accelerator = Accelerator()
+        model, dl = accelerator.prepare(model, dl)
+        for batch in tqdm(dl):  # expect: AL403
+            print(model(**batch).loss.item())  # expect: AL403
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        order = {call: i for i, call in enumerate(model.index.calls)}
+        first_accelerator = min((order[c] for c in model.objects.acc_constructors if c in order), default=None)
+        for call in model.index.calls:
+            kind = _kind(model, call)
+            if kind is None or model.rank_guard_of(call) is not None:
+                continue
+            scope = model.scope_of(call)
+            if scope is model.module and first_accelerator is not None and order[call] < first_accelerator:
+                continue  # before any accelerator exists
+            if not model.runs_on_every_rank(scope) or not model.accelerators_visible_in(scope):
+                continue
+            if _mentions_rank(model, call) or _under_rank_test(model, call):
+                continue
+            accelerators = model.accelerators_visible_in(scope)
+            acc = next(iter(accelerators)) if len(accelerators) == 1 else None
+            shown = acc or "accelerator"
+            if kind == "print":
+                if any(a.keyword is not None and a.keyword.value == "file" for a in call.args):
+                    continue
+                fix = Fix("safe", f"use `{acc}.print`", ((call.func, cst.parse_expression(f"{acc}.print")),)) if acc else None
+                yield Finding(call, f"`print()` runs on every rank, so the line appears once per process; use "
+                                    f"`{shown}.print()`", fix=fix)
+            else:
+                if any(a.keyword is not None and a.keyword.value == "disable" for a in call.args):
+                    continue
+                fix = None
+                if acc and not any(a.star for a in call.args):
+                    disable = cst.Arg(cst.parse_expression(f"not {acc}.is_local_main_process"), keyword=cst.Name("disable"),
+                                      equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+                    args = [*call.args[:-1], call.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)] if call.args else []
+                    fix = Fix("safe", "disable the bar off the local main process",
+                              ((call, call.with_changes(args=[*args, disable])),))
+                yield Finding(call, f"`{model.code(call.func)}()` draws a progress bar on every rank and the bars "
+                                    f"overwrite each other; pass `disable=not {shown}.is_local_main_process`", fix=fix)
+
+
+def _kind(model: FileModel, call: cst.Call) -> str | None:
+    func = call.func
+    if isinstance(func, cst.Name) and func.value == "print" and "print" not in model.index.module_functions:
+        if model.index.imports.qualify("print") is None:
+            return "print"
+    qualified = model.index.imports.qualify_expr(func) or ""
+    if qualified in _TQDM:
+        return "tqdm"
+    return None
+
+
+def _under_rank_test(model: FileModel, call: cst.Call) -> bool:
+    """Under an ``if`` that reads a rank the model cannot evaluate (``if args.rank == 0:``):
+    for a cosmetic rule, a likely guard is enough to stay quiet."""
+    for parent in model.ancestors(call):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(parent, (cst.If, cst.While)) and any(
+                hint in model.code(parent.test).lower() for hint in ("rank", "process_index", "main_process")):
+            return True
+    return False
+
+
+def _mentions_rank(model: FileModel, call: cst.Call) -> bool:
+    """Deliberate per-rank output: the arguments mention the rank or print an accelerator
+    object (whose text includes the process index)."""
+    for arg in call.args:
+        if model.is_accelerator(arg.value):
+            return True
+        text = model.code(arg.value)
+        if "process_index" in text or "rank" in text.lower():
+            return True
+        if any(model.ranks.is_rank_dependent(n) for n in model.index.loads_in(arg.value)):
+            return True
+    return False
