@@ -382,3 +382,27 @@ def test_explain_by_code_and_by_name():
     for key in ("AL301", "rank-gated-collective", "al301"):
         proc = run_cli("--explain", key)
         assert proc.returncode == 0 and proc.stdout.startswith("# AL301 rank-gated-collective")
+
+
+def test_fixing_every_bad_fixture_gives_valid_code_and_a_stable_result(tmp_path):
+    import shutil
+
+    from conftest import FIXTURES
+
+    for script in FIXTURES.glob("*_bad.py"):
+        shutil.copy(script, tmp_path / script.name)
+    before = json.loads(cli(tmp_path, ".", "--output-format", "json", "--no-cache")[1])
+    code, out, err = cli(tmp_path, ".", "--fix", "--unsafe-fixes", "--no-cache")
+    assert "did not converge" not in err and "not applied" not in err, err
+    for path in tmp_path.glob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+    after = json.loads(cli(tmp_path, ".", "--output-format", "json", "--no-cache")[1])
+    assert len(after) < len(before)
+    assert cli(tmp_path, ".", "--diff", "--unsafe-fixes", "--no-cache")[0] == 0  # nothing left to fix
+    fixed = {p.name: p.read_text() for p in tmp_path.glob("*.py")}
+    assert "loss = outputs.loss  # expect: AL102\n" in fixed["al102_double_loss_scaling_bad.py"]
+    assert "/=" not in fixed["al102_double_loss_scaling_bad.py"]
+    assert "predictions=accelerator.gather_for_metrics(predictions)" in fixed["al203_gather_not_for_metrics_bad.py"]
+    assert 'tqdm(train_dl, desc=f"epoch {epoch}", disable=not accelerator.is_local_main_process)' in \
+        fixed["al403_per_rank_print_bad.py"]
+    assert 'accelerator.print(f"epoch {epoch}: loss {loss.item():.3f}")' in fixed["al403_per_rank_print_bad.py"]
