@@ -406,3 +406,16 @@ def test_fixing_every_bad_fixture_gives_valid_code_and_a_stable_result(tmp_path)
     assert 'tqdm(train_dl, desc=f"epoch {epoch}", disable=not accelerator.is_local_main_process)' in \
         fixed["al403_per_rank_print_bad.py"]
     assert 'accelerator.print(f"epoch {epoch}: loss {loss.item():.3f}")' in fixed["al403_per_rank_print_bad.py"]
+
+
+def test_the_demo_script_is_clean_after_fix_with_unsafe_fixes(tmp_path):
+    import shutil
+
+    from conftest import REPO
+
+    script = tmp_path / "train_buggy.py"
+    shutil.copy(REPO / "fixtures" / "demo" / "train_buggy.py", script)
+    assert cli(tmp_path, "train_buggy.py", "--no-cache")[0] == 1
+    code, out, err = cli(tmp_path, "train_buggy.py", "--fix", "--unsafe-fixes", "--no-cache")
+    assert code == 0 and out.strip() == "All checks passed." and "Fixed 8 problems, 0 remaining." in err
+    assert cli(tmp_path, "train_buggy.py", "--no-cache")[1].strip() == "All checks passed."
