@@ -73,11 +73,17 @@ def call_site(skip: int = 2) -> dict[str, Any]:
 
 
 def describe(value: Any, depth: int = 0) -> Any:
-    """A comparable fingerprint of an argument: tensors by shape and dtype."""
+    """A comparable fingerprint of an argument: tensors by shape, dtype and device type
+    (``cuda``/``cpu``, not the index: each rank has its own GPU). Metadata only: reading a
+    tensor's values would synchronize the GPU."""
     shape = getattr(value, "shape", None)
     dtype = getattr(value, "dtype", None)
     if shape is not None and dtype is not None:
-        return {"shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
+        device = getattr(getattr(value, "device", None), "type", None)
+        out = {"shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
+        if device is not None:
+            out["device"] = device
+        return out
     if depth >= 2:
         return type(value).__name__
     if isinstance(value, (list, tuple)):
@@ -102,6 +108,9 @@ class Guard:
         self._buffer_lock = threading.Lock()
         self._buffer: list[dict[str, Any]] = []
         self._pending_leave: tuple[int, float] | None = None
+        # collectives on CUDA tensors whose CPU call returned but whose GPU work may still be
+        # queued (NCCL is asynchronous): (seq, cuda event recorded after the call), in order
+        self._on_device: list[tuple[int, Any]] = []
 
     # -- recording -------------------------------------------------------------------------
     # Events are buffered and sent in batches by the watchdog thread (every FLUSH_S): a store
@@ -134,9 +143,40 @@ class Guard:
             self._pending_leave = (seq, time.time())
 
     def take_leave(self) -> float | None:
+        pending = self.take_leave_record()
+        return pending[1] if pending else None
+
+    def take_leave_record(self) -> tuple[int, float] | None:
+        """(seq, time) of the deferred LEAVE, if one is waiting."""
         with self._leave_lock:
             pending, self._pending_leave = self._pending_leave, None
-        return pending[1] if pending else None
+        return pending
+
+    def left_on_device(self, seq: int, event: Any) -> None:
+        """The CPU call returned, the GPU may still run (or wait in) the collective: the LEAVE
+        goes out when ``event``, recorded on the stream after it, has completed."""
+        with self._leave_lock:
+            self._on_device.append((seq, event))
+
+    def poll_device(self) -> None:
+        """Watchdog thread: a LEAVE for each collective whose GPU work has completed, in order
+        (events on one stream complete in order; ``query`` never blocks)."""
+        done = []
+        with self._leave_lock:
+            while self._on_device:
+                seq, event = self._on_device[0]
+                try:
+                    finished = event.query()
+                except Exception:  # a broken CUDA context: the rank is about to fail anyway
+                    finished = True
+                if not finished:
+                    break
+                self._on_device.pop(0)
+                done.append(seq)
+        if done:
+            now = time.time()
+            with self._buffer_lock:
+                self._buffer.extend({"kind": P.LEAVE, "rank": self.rank, "seq": seq, "t": now} for seq in done)
 
     def flush_leave(self, older_than: float, store) -> None:
         with self._leave_lock:
@@ -161,10 +201,17 @@ class Guard:
                 seq = guard.seq
                 guard.seq += 1
                 payload = args[1:] if method else args
-                guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(), prev_left=guard.take_leave(),
-                           args=describe(list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"]))
+                tensors = list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"]
+                prev = guard.take_leave_record()
+                guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(),
+                           prev_left=prev[1] if prev else None, prev_left_seq=prev[0] if prev else None,
+                           args=describe(tensors), on_device=_on_cuda(tensors))
                 result = fn(*args, **kwargs)
-                guard.left(seq)
+                event = _completion_event(tensors)
+                if event is None:
+                    guard.left(seq)
+                else:
+                    guard.left_on_device(seq, event)
                 return result
             finally:
                 guard._tls.depth = 0
@@ -233,6 +280,31 @@ class Guard:
         self._patch(PartialState, "__init__", init)
 
 
+def _on_cuda(values: Any, depth: int = 0) -> bool:
+    """Whether any tensor among the arguments lives on a GPU (metadata only)."""
+    device = getattr(getattr(values, "device", None), "type", None)
+    if device is not None:
+        return device == "cuda"
+    if depth < 2 and isinstance(values, (list, tuple)):
+        return any(_on_cuda(v, depth + 1) for v in list(values)[:8])
+    if depth < 2 and isinstance(values, dict):
+        return any(_on_cuda(v, depth + 1) for v in list(values.values())[:8])
+    return False
+
+
+def _completion_event(tensors: Any):
+    """A CUDA event recorded on the current stream right after an NCCL collective: the
+    collective's work is ordered before it, so the event completes when the collective has.
+    ``None`` for CPU tensors (gloo returns after the collective completed)."""
+    if not _on_cuda(tensors):
+        return None
+    import torch
+
+    event = torch.cuda.Event()
+    event.record()
+    return event
+
+
 def _distributed() -> bool:
     import torch.distributed as dist
 
@@ -266,6 +338,7 @@ class Watchdog(threading.Thread):
             if os.getppid() != self.parent_pid:
                 os._exit(P.EXIT_CODES["rank_died"])  # the launcher is gone: do not hang on, holding the port
             if self.guard is not None:
+                self.guard.poll_device()
                 self.guard.flush_leave(0.1, self.store)
                 self.guard.flush(self.store)
             try:

@@ -35,7 +35,11 @@ class RankState:
     world_size: int = 0
     started: float = 0.0
     collectives: dict[int, dict] = field(default_factory=dict)
-    current: dict | None = None  # the collective it is inside
+    # collectives entered and not yet completed. On gloo at most one (the call returns when the
+    # collective is done); under NCCL the CPU call returns at once and several can be queued on
+    # the GPU: the guard reports completion from a CUDA event, so the oldest entry is where
+    # the rank really waits, even while its Python code has moved on.
+    in_flight: dict[int, dict] = field(default_factory=dict)
     last_leave: float | None = None
     finished: bool = False
     exception: dict | None = None
@@ -45,6 +49,22 @@ class RankState:
     triggers: list[dict] = field(default_factory=list)
     last_check_seq: int = -1
     stack: dict | None = None
+
+    @property
+    def current(self) -> dict | None:
+        """The collective the rank is inside: the oldest one not completed."""
+        return self.in_flight[min(self.in_flight)] if self.in_flight else None
+
+    def complete(self, seq: int | None, t: float) -> None:
+        """Mark a collective (by default the newest in flight) completed at ``t``."""
+        if seq is None:
+            if not self.in_flight:
+                return
+            seq = max(self.in_flight)
+        record = self.in_flight.pop(seq, None) or self.collectives.get(seq)
+        if record is not None:
+            record["left"] = t
+        self.last_leave = t
 
     @property
     def count(self) -> int:
@@ -88,20 +108,18 @@ class Watcher:
     def _apply(self, e: dict[str, Any]) -> None:
         r = self.ranks.setdefault(e["rank"], RankState(e["rank"]))
         kind = e["kind"]
-        if e.get("prev_left") is not None and r.current is not None:  # the deferred LEAVE of the last collective
-            r.current["left"] = e["prev_left"]
-            r.current = None
-            r.last_leave = e["prev_left"]
+        if e.get("prev_left") is not None:  # the deferred LEAVE of the last collective
+            r.complete(e.get("prev_left_seq"), e["prev_left"])
         if kind == P.START:
             r.pid, r.host, r.world_size, r.started = e["pid"], e["host"], e["world_size"], e["t"]
         elif kind == P.ENTER:
             record = {"seq": e["seq"], "op": e["op"], "op_kind": e["op_kind"], "site": e["site"], "args": e["args"],
-                      "entered": e["t"]}
+                      "entered": e["t"], "on_device": bool(e.get("on_device"))}
             previous = r.collectives.get(e["seq"] - 1)
             if previous is not None:
                 self._gaps.append(e["t"] - previous["entered"])
             r.collectives[e["seq"]] = record
-            r.current = record
+            r.in_flight[e["seq"]] = record
             self._unchecked.add(e["seq"])
             if len(r.collectives) > 2 * KEEP_PER_RANK:  # long runs: keep a tail, bounded memory
                 for old in [s for s in r.collectives if s < e["seq"] - KEEP_PER_RANK and s in self._checked]:
@@ -109,11 +127,7 @@ class Watcher:
             if e["op"] == "accelerator.check_trigger":
                 r.last_check_seq = e["seq"]
         elif kind == P.LEAVE:
-            record = r.collectives.get(e["seq"])
-            if record is not None:
-                record["left"] = e["t"]
-            r.current = None
-            r.last_leave = e["t"]
+            r.complete(e["seq"], e["t"])
         elif kind == P.LOCAL:
             if e["op"] == "accelerator.set_trigger":
                 r.triggers.append(e)
@@ -121,7 +135,7 @@ class Watcher:
             r.state = e
         elif kind == P.FINISH:
             r.finished = True
-            r.current = None
+            r.in_flight.clear()
         elif kind == P.EXCEPTION:
             r.exception = e
 
@@ -278,12 +292,13 @@ class Watcher:
                 if len(shapes) > 1:
                     return Finding(
                         kind="shape_mismatch",
-                        title=f"`{present[0].collectives[seq]['op']}` with different shapes or dtypes across ranks",
+                        title=f"`{present[0].collectives[seq]['op']}` with different shapes, dtypes or devices across "
+                              f"ranks",
                         seq=seq,
                         rows=[self._row(x, seq) for x in self.ranks.values()],
                         culprit=None,
-                        why="a collective needs the same shape and dtype on every rank; gloo aborts, NCCL may return "
-                            "truncated or uninitialised data",
+                        why="a collective needs the same shape and dtype on every rank (and, under NCCL, every "
+                            "tensor on the rank's GPU); gloo aborts, NCCL may return truncated or uninitialised data",
                         hint="pad first with `accelerator.pad_across_processes(...)`, or use `gather_object` for "
                              "ragged data",
                         detected_after=time.time() - min(r.collectives[seq]["entered"] for r in present),
@@ -369,7 +384,8 @@ class Watcher:
         if r.finished:
             return f"rank {r.rank} has finished"
         if r.current is not None:
-            return f"rank {r.rank} is in `{r.current['op']}` at {describe_site(r.current['site'])}"
+            where = " (queued on its GPU: the Python code has moved on)" if r.current.get("on_device") else ""
+            return f"rank {r.rank} is in `{r.current['op']}` at {describe_site(r.current['site'])}{where}"
         stack = r.stack or {}
         site = stack.get("site")
         return f"rank {r.rank} is computing" + (f" at {describe_site(site)}" if site else "")
@@ -390,6 +406,8 @@ class Watcher:
             "pid": r.pid,
             "host": r.host,
             "state": state,
+            # NCCL: the rank's GPU is still in the collective although its Python code has moved on
+            "on_device": bool(r.current is not None and r.current.get("on_device")),
             "seq": op["seq"] if op else None,
             "op": op["op"] if op else None,
             "args": op["args"] if op else None,

@@ -1,0 +1,119 @@
+"""What CPU runs cannot exercise but NCCL needs, tested on the logic itself: a collective on a
+GPU tensor is "in flight" until the GPU has finished it (its CPU call returns at once), the
+device of a tensor is part of its fingerprint, and the guard never reads tensor values."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from runtime_checks import protocol as P  # noqa: E402
+from runtime_checks.guard import Guard, _on_cuda, describe  # noqa: E402
+from runtime_checks.watch import Watcher  # noqa: E402
+
+
+class FakeEvent:
+    def __init__(self):
+        self.done = False
+
+    def query(self):
+        return self.done
+
+
+class FakeStore:
+    def __init__(self):
+        self.pushed = []
+
+    def queue_push(self, key, value):
+        self.pushed.append(P.decode(value.encode() if isinstance(value, str) else value))
+
+    def set(self, key, value):
+        pass
+
+    def check(self, keys):
+        return False
+
+
+def cuda_like(shape=(2,)):
+    return SimpleNamespace(shape=shape, dtype=torch.float32, device=SimpleNamespace(type="cuda"))
+
+
+def test_fingerprint_has_the_device_type_and_no_values():
+    assert describe(torch.zeros(3, 2)) == {"shape": [3, 2], "dtype": "float32", "device": "cpu"}
+    assert describe(cuda_like())["device"] == "cuda"
+    assert not _on_cuda([torch.zeros(1), 3]) and _on_cuda([torch.zeros(1), cuda_like()])
+    assert _on_cuda({"x": [cuda_like()]})
+
+
+def test_guard_reports_completion_only_when_the_gpu_work_is_done():
+    store = FakeStore()
+    guard = Guard(store, rank=0, world_size=2)
+    first, second = FakeEvent(), FakeEvent()
+    guard.left_on_device(0, first)
+    guard.left_on_device(1, second)
+    second.done = True  # a later event cannot be reported before an earlier one
+    guard.poll_device()
+    guard.flush(store)
+    assert store.pushed == []
+    first.done = True
+    guard.poll_device()
+    guard.flush(store)
+    assert [(e["kind"], e["seq"]) for e in store.pushed[0]] == [(P.LEAVE, 0), (P.LEAVE, 1)]
+
+
+def _watcher(timeout=0.05):
+    watcher = Watcher(FakeStore(), world_size=2, timeout=timeout)
+    watcher.request_stacks = lambda wait=1.5: None
+    return watcher
+
+
+def enter(rank, seq, op="accelerator.gather", kind="ALLGATHER", on_device=True, t=None, **extra):
+    return {"kind": P.ENTER, "rank": rank, "seq": seq, "op": op, "op_kind": kind, "on_device": on_device,
+            "site": {"file": "train.py", "line": 10 + seq, "function": "<module>"},
+            "args": [{"shape": [2], "dtype": "float32", "device": "cuda"}], "t": t or time.time(), **extra}
+
+
+def test_a_collective_queued_on_the_gpu_is_where_the_rank_waits():
+    watcher = _watcher()
+    watcher._apply(enter(0, 0))
+    watcher._apply(enter(0, 1))  # the CPU moved on: NCCL calls return before the work is done
+    assert watcher.ranks[0].current["seq"] == 0
+    watcher._apply({"kind": P.LEAVE, "rank": 0, "seq": 0, "t": time.time()})
+    assert watcher.ranks[0].current["seq"] == 1
+    watcher._apply({"kind": P.LEAVE, "rank": 0, "seq": 1, "t": time.time()})
+    assert watcher.ranks[0].current is None
+
+
+def test_hang_under_nccl_names_the_queued_collective_and_the_rank_that_never_came():
+    watcher = _watcher(timeout=0.05)
+    watcher._apply(enter(0, 0, t=time.time() - 1))  # rank 0's GPU waits in collective #0
+    time.sleep(0.01)
+    finding = watcher._hang()
+    assert finding is not None and finding.kind == "hang" and finding.seq == 0
+    assert finding.culprit == 1
+    row0 = next(r for r in finding.rows if r["rank"] == 0)
+    assert row0["state"] == "in collective" and row0["on_device"] is True and row0["site"]["line"] == 10
+    assert "queued on its GPU" not in finding.why  # the waiting rank is rank 0; the outlier is described
+
+
+def test_the_deferred_leave_names_its_collective():
+    watcher = _watcher()
+    watcher._apply(enter(1, 0, on_device=True))
+    watcher._apply(enter(1, 1, op="accelerator.wait_for_everyone", kind="BARRIER", on_device=False))
+    # the next ENTER carries the CPU-side LEAVE of #1; #0 is still on the GPU
+    watcher._apply(enter(1, 2, prev_left=time.time(), prev_left_seq=1))
+    assert sorted(watcher.ranks[1].in_flight) == [0, 2]
+
+
+def test_a_tensor_on_the_wrong_device_is_a_mismatch():
+    watcher = _watcher()
+    cpu = enter(1, 0)
+    cpu["args"] = [{"shape": [2], "dtype": "float32", "device": "cpu"}]
+    watcher._apply(enter(0, 0))
+    watcher._apply(cpu)
+    finding = watcher._mismatch()
+    assert finding is not None and finding.kind == "shape_mismatch" and "devices" in finding.title
