@@ -150,6 +150,17 @@ class Watcher:
         for r in self.ranks.values():
             if r.pid and not (r.finished or r.exception or r.died) and not process_alive(r.pid):
                 r.died, r.died_at = True, time.time()
+                self.settle_dead(r)
+
+    def settle_dead(self, dead: RankState) -> None:
+        """A dead rank cannot send the LEAVE it still owed. A collective that another rank has
+        completed was completed by every rank (it needs them all), so it is no longer where the
+        dead rank is; what no rank completed stays its last collective."""
+        for seq in list(dead.in_flight):
+            completed = [x.collectives[seq]["left"] for x in self.ranks.values()
+                         if x is not dead and "left" in x.collectives.get(seq, {})]
+            if completed:
+                dead.complete(seq, min(completed))
 
     # -- decisions ------------------------------------------------------------------------------
     def check(self) -> Finding | None:
@@ -261,6 +272,8 @@ class Watcher:
         first = min(dead, key=lambda r: r.died_at or 0)
         if time.time() - (first.died_at or 0) < self.settle:
             return None
+        for r in dead:  # the peers' events that show a collective completed may arrive after the death
+            self.settle_dead(r)
         waiting = [x for x in self.ranks.values() if x.current is not None and not x.died]
         blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
                             for x in waiting) or "no peer was inside a collective yet"

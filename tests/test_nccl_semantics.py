@@ -117,3 +117,19 @@ def test_a_tensor_on_the_wrong_device_is_a_mismatch():
     watcher._apply(cpu)
     finding = watcher._mismatch()
     assert finding is not None and finding.kind == "shape_mismatch" and "devices" in finding.title
+
+
+def test_a_dead_rank_is_not_left_inside_a_collective_its_peers_completed():
+    watcher = _watcher()
+    now = time.time()
+    for rank in (0, 1):
+        watcher._apply(enter(rank, 0, op="accelerator.wait_for_everyone", kind="BARRIER", on_device=False, t=now))
+    # rank 0 completed #0 and waits in #1; rank 1 died before its deferred LEAVE of #0 went out
+    watcher._apply(enter(0, 1, op="accelerator.wait_for_everyone", kind="BARRIER", on_device=False,
+                         prev_left=now + 0.01, prev_left_seq=0))
+    watcher.settle_dead(watcher.ranks[1])
+    assert watcher.ranks[1].current is None and watcher.ranks[0].current["seq"] == 1
+    # a collective nobody completed stays where the dead rank was
+    watcher._apply(enter(1, 1, op="accelerator.wait_for_everyone", kind="BARRIER", on_device=False))
+    watcher.settle_dead(watcher.ranks[1])
+    assert watcher.ranks[1].current["seq"] == 1
