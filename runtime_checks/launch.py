@@ -26,6 +26,17 @@ def default_nproc() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 2
 
 
+def prepare_environment(environ, cuda: bool) -> None:
+    """What the ranks inherit. Accelerate's debug mode on; on CPU, ACCELERATE_USE_CPU (without
+    it every CPU rank believes it is alone, facts §8). Nothing else: every TORCH_NCCL_* / NCCL_*
+    variable (async error handling, Flight Recorder buffers and dumps, NVLS off) is the user's
+    and passes through untouched."""
+    environ["ACCELERATE_DEBUG_MODE"] = "1"
+    environ.setdefault("OMP_NUM_THREADS", "1")
+    if not cuda:
+        environ["ACCELERATE_USE_CPU"] = "1"
+
+
 def launch(target: list[str], module: bool, nproc: int | None, timeout: float | None, report: str | None) -> int:
     import torch
     import torch.distributed.run as torchrun
@@ -34,10 +45,7 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
     nproc = nproc or default_nproc()
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
     os.environ[P.ENV_STORE] = f"127.0.0.1:{store.port}"
-    os.environ["ACCELERATE_DEBUG_MODE"] = "1"
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if not torch.cuda.is_available():
-        os.environ["ACCELERATE_USE_CPU"] = "1"  # without it every CPU rank believes it is alone (facts §8)
+    prepare_environment(os.environ, torch.cuda.is_available())
     # torchrun's own failure summary blames the first rank to exit, a victim in a hang: keep it quiet
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
 

@@ -21,6 +21,7 @@ from .report import Finding, describe_site, render_text, write_json
 POLL_S = 0.05
 SETTLE_S = 0.25  # ranks send events in batches every 0.05 s: wait this long before describing a crash
 KEEP_PER_RANK = 256
+TIMEOUT_CEILING_S = 540.0  # 90% of torch's default NCCL process-group timeout (600 s)
 TIMEOUT_FLOOR_S = 30.0
 # ops whose input tensors must have the same shape and dtype on every rank
 SHAPE_CHECKED = {C.ALLGATHER, C.ALLREDUCE, C.BROADCAST, "REDUCE", "REDUCE_SCATTER"}
@@ -140,11 +141,13 @@ class Watcher:
             r.exception = e
 
     def timeout(self) -> float:
-        """The user's, or 20x the slowest observed interval between collectives, at least 30 s."""
+        """The user's, or 20x the slowest observed interval between collectives, at least 30 s
+        and at most 540 s: under NCCL the process group's own watchdog aborts the ranks after
+        its timeout (600 s by default), and the guard must speak first to name the culprit."""
         if self.user_timeout is not None:
             return self.user_timeout
         slowest = max(self._gaps) if self._gaps else 0.0
-        return max(TIMEOUT_FLOOR_S, 20 * slowest)
+        return min(TIMEOUT_CEILING_S, max(TIMEOUT_FLOOR_S, 20 * slowest))
 
     def note_deaths(self) -> None:
         for r in self.ranks.values():

@@ -133,3 +133,26 @@ def test_a_dead_rank_is_not_left_inside_a_collective_its_peers_completed():
     watcher._apply(enter(1, 1, op="accelerator.wait_for_everyone", kind="BARRIER", on_device=False))
     watcher.settle_dead(watcher.ranks[1])
     assert watcher.ranks[1].current["seq"] == 1
+
+
+def test_launcher_leaves_nccl_and_flight_recorder_settings_alone():
+    from runtime_checks.launch import prepare_environment
+
+    user = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "NCCL_NVLS_ENABLE": "0", "OMP_NUM_THREADS": "8"}
+    on_gpu = dict(user)
+    prepare_environment(on_gpu, cuda=True)
+    assert {k: on_gpu[k] for k in user} == user
+    assert on_gpu["ACCELERATE_DEBUG_MODE"] == "1" and "ACCELERATE_USE_CPU" not in on_gpu
+    on_cpu = {}
+    prepare_environment(on_cpu, cuda=False)
+    assert on_cpu["ACCELERATE_USE_CPU"] == "1" and not any(k.startswith(("TORCH_NCCL", "NCCL")) for k in on_cpu)
+
+
+def test_default_hang_timeout_stays_below_the_nccl_watchdog():
+    watcher = _watcher(timeout=None)
+    watcher.user_timeout = None
+    watcher._gaps = [0.5]
+    assert watcher.timeout() == 30.0
+    watcher._gaps = [120.0]  # long evaluations between collectives: 20x would be 40 minutes
+    assert watcher.timeout() == 540.0 < 600.0
