@@ -44,6 +44,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--exclude", multiple=True, help="Globs to exclude; replaces the defaults.")
 @click.option("--extend-exclude", multiple=True, help="Globs to exclude in addition to the defaults.")
+@click.option("--extend-include", multiple=True, help="Globs of file names to lint besides *.py and *.ipynb.")
 @click.option("--force-exclude", is_flag=True, help="Apply the excludes to files named on the command line too (for pre-commit).")
 @click.option("--output-format", type=click.Choice(list(FORMATS)), default="text", show_default=True,
               help="text (with summary), concise, json, json-lines, github (annotations + text), sarif, junit.")
@@ -70,7 +71,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
-def main(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, output_format, output_file, apply_fixes,
+def main(paths, select, extend_select, ignore, exclude, extend_exclude, extend_include, force_exclude, output_format, output_file, apply_fixes,
          unsafe_fixes, show_diff, show_fixes, baseline, update_baseline, add_noqa, exit_zero, quiet,
          verbose, statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
@@ -92,6 +93,8 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, force_ex
         click.echo(f"accel-lint: error: {exc}", err=True)
         sys.exit(2)
     config = _apply_flags(config, select, extend_select, ignore, exclude, extend_exclude)
+    if extend_include:
+        config = replace(config, include=config.include + tuple(extend_include))
     if not (no_cache or os.environ.get("ACCEL_LINT_NO_CACHE")):
         config = replace(config, cache_dir=Path(cache_dir) if cache_dir else config.root / CACHE_DIR_NAME)
     if max_file_size is not None:

@@ -17,7 +17,8 @@ DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist", "__pycache__", ".tox", ".nox",
     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".accel_lint_cache", "*.egg-info", "site-packages",
 )
-KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "accelerator-names",
+KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include",
+              "per-file-ignores", "accelerator-names",
               "max-file-size"}
 DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024  # libcst needs about 1 GB for one huge generated file
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
@@ -32,6 +33,7 @@ class Config:
     select: tuple[str, ...] = ("AL",)
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDES
+    include: tuple[str, ...] = ("*.py", "*.ipynb")  # what a directory walk picks up (as ruff's `include`)
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     accelerator_names: tuple[str, ...] = ("accelerator",)
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
@@ -125,6 +127,10 @@ def load_config(pyproject: Path | None) -> Config:
         cfg = replace(cfg, exclude=tuple(data["exclude"]))
     if "extend-exclude" in data:
         cfg = replace(cfg, exclude=cfg.exclude + tuple(data["extend-exclude"]))
+    if "include" in data:
+        cfg = replace(cfg, include=tuple(data["include"]))
+    if "extend-include" in data:
+        cfg = replace(cfg, include=cfg.include + tuple(data["extend-include"]))
     if "per-file-ignores" in data:
         table = data["per-file-ignores"]
         if not isinstance(table, dict):

@@ -25,13 +25,24 @@ class Diagnostic:
     scope: str = field(default="", compare=False)
     statement: str = field(default="", compare=False)
     fix: str | None = field(default=None, compare=False)
+    # notebooks: the cell (1-based, among all cells) that ``line``/``end_line`` count in, and the
+    # line of the notebook file (its JSON text) that holds that source line
+    cell: int | None = field(default=None, compare=False)
+    file_line: int | None = field(default=None, compare=False)
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "path": self.path, "line": self.line, "column": self.column, "end_line": self.end_line,
             "end_column": self.end_column, "code": self.code, "name": self.name, "severity": self.severity,
             "message": self.message, "fix": self.fix,
         }
+        if self.cell is not None:
+            out["cell"] = self.cell
+            out["file_line"] = self.file_line
+        return out
 
 
 @dataclass(frozen=True)

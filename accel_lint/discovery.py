@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ def _walk(root: Path, config: Config) -> Iterator[Path]:
         base = Path(folder)
         dirs[:] = sorted(d for d in dirs if not config.is_excluded(base / d))
         for name in sorted(names):
-            if name.endswith(".py"):
+            if any(fnmatch.fnmatch(name, pattern) for pattern in config.include):
                 path = base / name
                 if not config.is_excluded(path):
                     yield path

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import ast
 import gc
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import libcst as cst
@@ -232,11 +233,15 @@ def _noqa_rewrite(line_text: str, noqa, drop: set[str]) -> tuple[int, int, int, 
     return noqa.line, start, end, ""
 
 
+NOTEBOOK_SIZE_FACTOR = 20  # a notebook's outputs (images) may be large: the size limit applies to its code
+
+
 def lint_file(path: Path, config: Config) -> LintResult:
     display = path.as_posix()
+    notebook = path.suffix == ".ipynb"
     try:
         size = path.stat().st_size
-        if size > config.max_file_size:
+        if size > config.max_file_size * (NOTEBOOK_SIZE_FACTOR if notebook else 1):
             return LintResult(notices=[_too_large(display, size, config)], files_checked=1)
     except OSError:
         pass  # reading it below gives the precise error
@@ -247,7 +252,49 @@ def lint_file(path: Path, config: Config) -> LintResult:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         return LintResult(errors=[FileError(display, f"cannot read: {reason}; skipped")], files_checked=1)
+    if notebook:
+        return lint_notebook(data, display, config)
     return lint_source(data, display, config)
+
+
+def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = False):
+    """Lint a notebook's code cells as one module; positions come back as (cell, line).
+    With ``want_fixes`` the parsed notebook is returned too: ``(result, notebook)``."""
+    from . import notebooks
+
+    try:
+        notebook = notebooks.read(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, notebooks.NotebookError) as exc:
+        result = LintResult(errors=[FileError(path, f"cannot read notebook: {exc}; skipped")], files_checked=1)
+        return (result, None) if want_fixes else result
+    result = lint_source(notebook.module.encode("utf-8"), path, config, want_fixes=want_fixes)
+    result.diagnostics = [_to_cell(d, notebook) for d in result.diagnostics]
+    result.fixes = [(_to_cell(d, notebook), fix) for d, fix in result.fixes]
+    result.notices = [replace(n, message=_cell_lines(n.message, notebook, None)) for n in result.notices]
+    return (result, notebook) if want_fixes else result
+
+
+def _to_cell(d: Diagnostic, notebook) -> Diagnostic:
+    cell, line = notebook.position(d.line)
+    end_cell, end_line = notebook.position(d.end_line)
+    if end_cell != cell:
+        end_line, end_col = line, d.column
+    else:
+        end_col = d.end_column
+    return replace(d, line=line, end_line=end_line, end_column=end_col, cell=cell,
+                   file_line=notebook.file_line(cell, line), message=_cell_lines(d.message, notebook, cell))
+
+
+_LINE_REFERENCE = re.compile(r"\bline (\d+)\b")
+
+
+def _cell_lines(message: str, notebook, cell: int | None) -> str:
+    """Messages name other lines ("the guard on line 27"): in a notebook, say which cell."""
+    def to_cell(match: re.Match) -> str:
+        other_cell, other_line = notebook.position(int(match.group(1)))
+        return f"line {other_line}" if other_cell == cell else f"cell {other_cell}, line {other_line}"
+
+    return _LINE_REFERENCE.sub(to_cell, message)
 
 
 PARALLEL_MIN_FILES = 8  # below this, starting worker processes costs more than it saves
@@ -270,7 +317,7 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1,
         total.errors.extend(one.errors)
         total.notices.extend(one.notices)
         total.files_checked += one.files_checked
-    total.diagnostics.sort()
+    total.diagnostics.sort(key=Diagnostic.sort_key)
     total.errors.sort(key=lambda e: e.path)
     total.notices.sort(key=lambda n: n.path)
     return total

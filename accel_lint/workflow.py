@@ -13,6 +13,7 @@ from .config import Config
 from .diagnostics import Diagnostic, Notice
 from .engine import LintResult
 from .fixes import FileFix, fix_source, write_atomically
+from .report.text import location
 from .suppressions import noqa_codes
 
 
@@ -47,7 +48,7 @@ class FixRun:
         if show_fixes:
             for f in self.files:
                 for d, description in f.applied:
-                    lines.append(f"  {f.path}:{d.line}:{d.column}: {d.code} {description}")
+                    lines.append(f"  {location(d)}: {d.code} {description}")
         return "\n".join(lines)
 
 
@@ -63,7 +64,8 @@ def fix_files(result: LintResult, config: Config, unsafe: bool, write: bool) -> 
             run.notices.append(Notice(path, f"not fixed: cannot read: {exc.strerror or exc}"))
             run.diagnostics.extend(d for d in result.diagnostics if d.path == path)
             continue
-        outcome = fix_source(data, path, config, unsafe)
+        outcome = _fix_notebook(data, path, config, unsafe) if path.endswith(".ipynb") else \
+            fix_source(data, path, config, unsafe)
         run.files.append(outcome)
         run.notices.extend(outcome.notices)
         remaining = outcome.remaining.diagnostics if outcome.remaining is not None else []
@@ -73,8 +75,36 @@ def fix_files(result: LintResult, config: Config, unsafe: bool, write: bool) -> 
                 write_atomically(Path(path), outcome.fixed, outcome.encoding)
             except OSError as exc:
                 run.notices.append(Notice(path, f"not written: {exc.strerror or exc}"))
-    run.diagnostics.sort()
+    run.diagnostics.sort(key=Diagnostic.sort_key)
     return run
+
+
+def _fix_notebook(data: bytes, path: str, config: Config, unsafe: bool) -> FileFix:
+    """Fix the notebook's code as one module, then write back only the cells that changed."""
+    from . import notebooks
+    from .engine import _to_cell, lint_notebook
+
+    outcome = FileFix(path)
+    try:
+        text = data.decode("utf-8")
+        notebook = notebooks.read(text)
+    except (UnicodeDecodeError, notebooks.NotebookError) as exc:
+        outcome.notices.append(Notice(path, f"not fixed: {exc}"))
+        outcome.remaining = lint_notebook(data, path, config)
+        return outcome
+    outcome.original = outcome.fixed = text
+    module_fix = fix_source(notebook.module.encode("utf-8"), path, config, unsafe)
+    outcome.notices.extend(module_fix.notices)
+    if module_fix.changed:
+        new_text, refusals, written = notebooks.apply_fixed_module(notebook, module_fix.fixed)
+        outcome.notices.extend(Notice(path, message) for message in refusals)
+        outcome.fixed = new_text
+        for d, description in module_fix.applied:
+            mapped = _to_cell(d, notebook)
+            if mapped.cell in written:
+                outcome.applied.append((mapped, description))
+    outcome.remaining = lint_notebook(outcome.fixed.encode("utf-8"), path, config)
+    return outcome
 
 
 def add_noqa(diagnostics: list[Diagnostic]) -> int:
@@ -82,7 +112,7 @@ def add_noqa(diagnostics: list[Diagnostic]) -> int:
     reported; on the line that ends a multi-line string when the finding starts inside one."""
     by_file: dict[str, list[Diagnostic]] = defaultdict(list)
     for d in diagnostics:
-        if d.code != "AL002":
+        if d.code != "AL002" and d.cell is None:  # notebooks: not edited by --add-noqa
             by_file[d.path].append(d)
     added = 0
     for path, found in by_file.items():

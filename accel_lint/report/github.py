@@ -23,8 +23,12 @@ def annotations(diagnostics: list[Diagnostic], run) -> str:
         info = run.rules.get(d.code)
         title = f"{d.code} {d.name}"
         message = d.message + (f" ({info.url})" if info else "")
-        props = (f"file={_escape_property(d.path)},line={d.line},col={d.column},endLine={d.end_line},"
-                 f"endColumn={d.end_column},title={_escape_property(title)}")
+        if d.cell is not None:  # annotate the notebook file's own line; say which cell in the title
+            title += f" (cell {d.cell}, line {d.line})"
+            where = f"line={d.file_line or 1}"
+        else:
+            where = f"line={d.line},col={d.column},endLine={d.end_line},endColumn={d.end_column}"
+        props = f"file={_escape_property(d.path)},{where},title={_escape_property(title)}"
         out.append(f"::{_LEVEL.get(d.severity, 'warning')} {props}::{_escape_data(message)}")
     report = text.full(diagnostics, run)
     return "\n".join(out + ([report] if report else []))

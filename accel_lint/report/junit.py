@@ -7,6 +7,7 @@ from collections import defaultdict
 from xml.etree import ElementTree as ET
 
 from ..diagnostics import Diagnostic
+from . import text
 
 
 def xml(diagnostics: list[Diagnostic], run) -> str:
@@ -21,10 +22,11 @@ def xml(diagnostics: list[Diagnostic], run) -> str:
     for path, found in by_file.items():
         suite = ET.SubElement(root, "testsuite", name=path, tests=str(len(found)), failures=str(len(found)))
         for d in found:
-            case = ET.SubElement(suite, "testcase", name=f"{d.code} {d.name} at line {d.line}, column {d.column}",
+            where = f"cell {d.cell}, " if d.cell is not None else ""
+            case = ET.SubElement(suite, "testcase", name=f"{d.code} {d.name} at {where}line {d.line}, column {d.column}",
                                  classname=path, file=path, line=str(d.line))
             failure = ET.SubElement(case, "failure", message=d.message, type=d.code)
             info = run.rules.get(d.code)
-            failure.text = f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}" + (f"\n{info.url}" if info else "")
+            failure.text = f"{text.location(d)}: {d.code} {d.message}" + (f"\n{info.url}" if info else "")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")

@@ -34,6 +34,11 @@ def log(diagnostics: list[Diagnostic], run) -> str:
         })
     results = []
     for d, (fp, occurrence) in zip(diagnostics, fingerprints_with_occurrence(diagnostics, run.root)):
+        region = {"startLine": d.line, "startColumn": d.column, "endLine": d.end_line, "endColumn": d.end_column}
+        properties = {}
+        if d.cell is not None:  # a notebook: the region is the line of the .ipynb text; the cell position aside
+            region = {"startLine": d.file_line or 1}
+            properties = {"cell": d.cell, "cellLine": d.line, "cellColumn": d.column}
         results.append({
             "ruleId": d.code,
             "ruleIndex": index[d.code],
@@ -42,11 +47,11 @@ def log(diagnostics: list[Diagnostic], run) -> str:
             "locations": [{
                 "physicalLocation": {
                     "artifactLocation": {"uri": relative_path(d.path, run.root), "uriBaseId": "%SRCROOT%"},
-                    "region": {"startLine": d.line, "startColumn": d.column, "endLine": d.end_line,
-                               "endColumn": d.end_column},
+                    "region": region,
                 },
             }],
             "partialFingerprints": {"accelLintFingerprint/v1": f"{fp}:{occurrence}"},
+            **({"properties": properties} if properties else {}),
         })
     document = {
         "$schema": SCHEMA,

@@ -7,9 +7,15 @@ from collections import Counter
 from ..diagnostics import Diagnostic
 
 
+def location(d: Diagnostic) -> str:
+    """``path:line:col``, or ``path.ipynb:cell 7:line:col`` in a notebook (as ruff prints it)."""
+    cell = f"cell {d.cell}:" if d.cell is not None else ""
+    return f"{d.path}:{cell}{d.line}:{d.column}"
+
+
 def line(d: Diagnostic, marker: bool = False) -> str:
     mark = "[*] " if marker else ""
-    return f"{d.path}:{d.line}:{d.column}: {d.code} {mark}{d.message}"
+    return f"{location(d)}: {d.code} {mark}{d.message}"
 
 
 def concise(diagnostics: list[Diagnostic]) -> str:

@@ -121,7 +121,9 @@ for batch in eval_dl:  # expect: AL201
             if model.was_prepared(origin) or _already_sharded(model, origin):
                 continue
             body_calls = model.calls_in(loop.body)
-            train = any(model.performs(c, "BACKWARD") for c in body_calls)
+            # training: accelerator.backward, or a raw `.backward()` / optimizer step (AL101's bug
+            # on top of this one: the loop still trains)
+            train = any(model.performs(c, "BACKWARD") or _raw_training_call(model, c) for c in body_calls)
             evaluates = train or any(_forwards_prepared_model(model, c) for c in body_calls)
             if not evaluates:
                 continue
@@ -134,6 +136,15 @@ for batch in eval_dl:  # expect: AL201
                 message = (f"`{name}` is iterated in an evaluation loop but never passed to `{acc}.prepare()`; every "
                            f"rank evaluates the full dataset and gathered metrics count each sample N times")
             yield Finding(loop.iter, message, None if train else "warning")
+
+
+def _raw_training_call(model: FileModel, call: cst.Call) -> bool:
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value == "backward" and not call.args:
+        return True
+    return func.attr.value == "step" and model.prepared_kind(func.value) == "optimizer"
 
 
 def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression | None:

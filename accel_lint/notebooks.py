@@ -1,0 +1,215 @@
+"""Jupyter notebooks: code cells as one module, positions back to cells, fixes back into the JSON.
+
+The code cells are joined into one Python module, so that a ``prepare`` in cell 3 and a
+``loss.backward()`` in cell 7 are one program for the model. Between two cells the module has a
+separator comment line; IPython syntax that is not Python (``%timeit``, ``!pip install``,
+``obj?``, ``x = !ls``, cell magics such as ``%%bash``) is replaced line by line with ``pass`` at
+the same indentation, so it neither breaks the parse nor shifts any other line.
+
+Positions: module line -> (cell number, line in the cell); the cell number counts every cell of
+the notebook from 1, as Jupyter shows them. Columns are unchanged.
+
+Fixes: the fixed module is split at the separators; only cells whose code changed are written,
+by replacing the text of their ``"source"`` array in the file and nothing else, so the rest of
+the notebook (metadata, outputs, formatting) stays byte for byte. A cell with masked IPython
+lines is fixed only when the fix keeps its line count (the masked lines are put back); a notebook
+whose ``source`` arrays cannot be located in the text is not fixed, with a notice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+SEPARATOR = "# --- accel-lint cell boundary ---"  # a plain comment: no directive, no code
+# cell magics whose body is Python
+_PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug", "pypy", "python", "python3"}
+_LINE_MAGIC = re.compile(r"^\s*(%|!)")
+_ASSIGNED_MAGIC = re.compile(r"^\s*[\w.\[\], ]+=\s*(%|!)")
+_HELP = re.compile(r"^\s*[\w.]*\?\??\s*$|^\s*\?\??[\w.]+\s*$")
+
+
+class NotebookError(Exception):
+    """The file is not a notebook this tool can read."""
+
+
+@dataclass
+class Cell:
+    index: int  # 1-based position among all cells
+    lines: list[str]  # source lines, without line ends
+    masked: set[int] = field(default_factory=set)  # 0-based lines replaced by `pass`
+    ends_with_newline: bool = False
+
+
+@dataclass
+class Notebook:
+    text: str
+    data: dict
+    cells: list[Cell]  # code cells only
+    module: str = ""
+    line_map: list[tuple[int, int]] = field(default_factory=list)  # module line - 1 -> (cell index, cell line)
+    _spans: dict | None = None
+
+    def file_line(self, cell: int, line: int) -> int | None:
+        """The line of the notebook's JSON text holding ``line`` of ``cell`` (for SARIF and
+        GitHub annotations), when the file has the usual layout."""
+        if self._spans is None:
+            self._spans = source_spans(self.text) or {}
+        span = self._spans.get(cell)
+        if span is None:
+            return None
+        start, _, layout = span
+        first = self.text.count("\n", 0, start) + 1
+        return first + line if layout is not None else first
+
+    def position(self, line: int) -> tuple[int, int]:
+        """(cell number, line in the cell) of a 1-based module line."""
+        if 1 <= line <= len(self.line_map):
+            return self.line_map[line - 1]
+        return (self.cells[-1].index if self.cells else 1, line)
+
+
+def read(text: str) -> Notebook:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise NotebookError(f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotebookError("not a notebook (no cells list)")
+    language = ((data.get("metadata") or {}).get("kernelspec") or {}).get("language") or \
+        ((data.get("metadata") or {}).get("language_info") or {}).get("name") or "python"
+    if language.lower() != "python":
+        raise NotebookError(f"a {language} notebook, not Python")
+    cells = []
+    for index, raw in enumerate(data["cells"], 1):
+        if not isinstance(raw, dict) or raw.get("cell_type") != "code":
+            continue
+        source = raw.get("source", "")
+        text_source = "".join(source) if isinstance(source, list) else str(source)
+        cells.append(Cell(index, text_source.splitlines(), ends_with_newline=text_source.endswith("\n")))
+    notebook = Notebook(text, data, cells)
+    _build_module(notebook)
+    return notebook
+
+
+def _build_module(notebook: Notebook) -> None:
+    out: list[str] = []
+    line_map: list[tuple[int, int]] = []
+    for number, cell in enumerate(notebook.cells):
+        if number:
+            out.append(SEPARATOR)
+            line_map.append((cell.index, 0))
+        whole_cell = bool(cell.lines) and cell.lines[0].lstrip().startswith("%%") and \
+            cell.lines[0].lstrip()[2:].split(" ")[0].strip() not in _PYTHON_CELL_MAGICS
+        for i, line in enumerate(cell.lines):
+            if whole_cell or (i == 0 and line.lstrip().startswith("%%")) or _is_ipython(line):
+                cell.masked.add(i)
+                indent = line[: len(line) - len(line.lstrip())] if not whole_cell else ""
+                out.append(f"{indent}pass")
+            else:
+                out.append(line)
+            line_map.append((cell.index, i + 1))
+    notebook.module = "\n".join(out) + "\n"
+    notebook.line_map = line_map
+
+
+def _is_ipython(line: str) -> bool:
+    stripped = line.strip()
+    if not stripped or stripped.startswith("#"):
+        return False
+    return bool(_LINE_MAGIC.match(line) or _ASSIGNED_MAGIC.match(line) or _HELP.match(line))
+
+
+# -- writing fixes back --------------------------------------------------------------------------
+
+def apply_fixed_module(notebook: Notebook, fixed_module: str) -> tuple[str, list[str], set[int]]:
+    """The notebook text with the fixed cells written back, notices for cells not written, and
+    the cells written."""
+    parts = fixed_module.rstrip("\n").split("\n" + SEPARATOR + "\n") if notebook.cells else []
+    if len(parts) != len(notebook.cells):
+        return notebook.text, ["not fixed: a fix crossed a cell boundary"], set()
+    notices: list[str] = []
+    replacements: dict[int, list[str]] = {}
+    for cell, part in zip(notebook.cells, parts):
+        new_lines = part.split("\n") if part else []
+        if new_lines == [line if i not in cell.masked else _masked(cell.lines[i]) for i, line in enumerate(cell.lines)]:
+            continue  # unchanged
+        if cell.masked:
+            if len(new_lines) != len(cell.lines):
+                notices.append(f"cell {cell.index}: not fixed: the fix moves lines in a cell with IPython magics")
+                continue
+            new_lines = [cell.lines[i] if i in cell.masked else line for i, line in enumerate(new_lines)]
+        replacements[cell.index] = new_lines
+    if not replacements:
+        return notebook.text, notices, set()
+    spans = source_spans(notebook.text)
+    if spans is None:
+        return notebook.text, notices + ["not fixed: the cells' source arrays could not be located in the file "
+                                         "(unusual JSON formatting)"], set()
+    out, cursor = [], 0
+    for index in sorted(replacements):
+        start, end, indent = spans[index]
+        cell = next(c for c in notebook.cells if c.index == index)
+        out.append(notebook.text[cursor:start])
+        out.append(_render_source(replacements[index], cell.ends_with_newline, indent))
+        cursor = end
+    out.append(notebook.text[cursor:])
+    return "".join(out), notices, set(replacements)
+
+
+def _masked(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())] + "pass"
+
+
+def _render_source(lines: list[str], ends_with_newline: bool, layout: tuple[str, str] | None) -> str:
+    """A ``source`` array as nbformat writes it: one string per line, each ending in a newline
+    except the last (unless the cell's code did), in the layout the file already uses."""
+    items = [line + "\n" for line in lines]
+    if items and not ends_with_newline:
+        items[-1] = items[-1][:-1]
+    if layout is None or not items:  # the array was on one line (or is empty now)
+        return json.dumps(items, ensure_ascii=False)
+    closing, inner = layout
+    body = ",\n".join(inner + json.dumps(item, ensure_ascii=False) for item in items)
+    return "[\n" + body + "\n" + closing + "]"
+
+
+_SOURCE_KEY = re.compile(r'"source"\s*:\s*')
+
+
+def source_spans(text: str) -> dict[int, tuple[int, int, tuple[str, str] | None]] | None:
+    """For each cell (1-based, all cells), the text span of its ``source`` value and its layout
+    (the indentation of the closing bracket and of the items; ``None``: the array is inline).
+    ``None`` when the file's text cannot be matched with its parsed cells."""
+    data = json.loads(text)
+    decoder = json.JSONDecoder()
+    spans: dict[int, tuple[int, int, tuple[str, str] | None]] = {}
+    cursor = text.find('"cells"')
+    if cursor < 0:
+        return None
+    for index, cell in enumerate(data["cells"], 1):
+        while True:  # an output can hold a "source" key of its own: the cell's is the one that matches
+            match = _SOURCE_KEY.search(text, cursor)
+            if match is None:
+                return None
+            start = match.end()
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except ValueError:
+                return None
+            cursor = end
+            if value == cell.get("source"):
+                break
+        if not isinstance(value, list):
+            return None  # a single string: nbformat never writes that; do not guess
+        layout = None
+        if "\n" in text[start:end]:
+            closing_start = text.rfind("\n", start, end) + 1
+            closing = text[closing_start:end - 1]
+            first_item = re.match(r"\[\n([ \t]*)", text[start:end])
+            if closing.strip() or first_item is None:
+                return None
+            layout = (closing, first_item.group(1))
+        spans[index] = (start, end, layout)
+    return spans

@@ -1,0 +1,148 @@
+"""Notebooks: code cells as one program, `cell N:line:col` positions, magics, suppressions in
+cells, fixes written back into the JSON with everything else byte for byte."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from accel_lint import notebooks
+from conftest import REPO, json_findings, run_cli
+
+NOTEBOOKS = REPO / "fixtures" / "notebooks"
+
+
+def expected(path):
+    """(cell, line, code) of every `# expect: CODE` comment in the notebook's code cells."""
+    data = json.loads(path.read_text())
+    out = []
+    for index, cell in enumerate(data["cells"], 1):
+        if cell["cell_type"] != "code":
+            continue
+        for number, line in enumerate("".join(cell["source"]).splitlines(), 1):
+            m = re.search(r"#\s*expect:\s*(AL\d+)", line)
+            if m:
+                out.append((index, number, m.group(1)))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("name", ["train_bugs.ipynb", "split_across_cells.ipynb", "train_clean.ipynb"])
+def test_notebook_findings_are_on_the_marked_cell_lines(name):
+    code, findings = json_findings(str(NOTEBOOKS / name), "--no-cache")
+    assert sorted((f["cell"], f["line"], f["code"]) for f in findings) == expected(NOTEBOOKS / name)
+    assert code == (1 if findings else 0)
+
+
+def test_text_output_names_the_cell_and_messages_name_other_cells(tmp_path):
+    proc = run_cli(str(NOTEBOOKS / "split_across_cells.ipynb"), "--no-cache")
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{NOTEBOOKS / 'split_across_cells.ipynb'}:cell 4:4:5: AL101 ")
+    assert ":cell 6:2:5: AL301 `accelerator.wait_for_everyone()` runs only where `accelerator.is_main_process` " \
+           "(line 1) is true" in proc.stdout
+    assert proc.stderr == ""  # no notice about the cell separators or the masked magics
+
+
+def test_a_folder_of_notebooks_is_discovered_and_include_patterns_extend_it(tmp_path):
+    shutil.copy(NOTEBOOKS / "split_across_cells.ipynb", tmp_path / "nb.ipynb")
+    (tmp_path / "script.pyw").write_text((REPO / "fixtures" / "lint" / "al101_raw_backward_bad.py").read_text())
+    proc = run_cli(str(tmp_path), "--no-cache", "--output-format", "concise")
+    assert "nb.ipynb:cell 4:4:5: AL101" in proc.stdout and "script.pyw" not in proc.stdout
+    proc = run_cli(str(tmp_path), "--no-cache", "--output-format", "concise", "--extend-include", "*.pyw")
+    assert "script.pyw" in proc.stdout
+
+
+def test_magics_are_masked_without_shifting_lines():
+    nb = notebooks.read((NOTEBOOKS / "train_bugs.ipynb").read_text())
+    module_lines = nb.module.splitlines()
+    assert module_lines[0] == "pass" and module_lines[1] == "pass"  # !pip install, %matplotlib inline
+    for cell in nb.cells:
+        for i, line in enumerate(cell.lines):
+            at = nb.line_map.index((cell.index, i + 1))
+            assert module_lines[at] == (line if i not in cell.masked else line[: len(line) - len(line.lstrip())] + "pass")
+    source = "\n".join(module_lines)
+    assert "model?" not in source and "%%time" not in source and "nvidia-smi" not in nb.module
+
+
+def test_suppression_comments_work_inside_cells_and_unused_ones_are_reported(tmp_path):
+    data = json.loads((NOTEBOOKS / "split_across_cells.ipynb").read_text())
+    data["cells"][3]["source"][3] = "    loss.backward()  # noqa: AL101\n"
+    data["cells"][0]["source"][1] = "accelerator = Accelerator()  # noqa: AL301\n"
+    (tmp_path / "nb.ipynb").write_text(json.dumps(data, indent=1))
+    code, findings = json_findings(str(tmp_path / "nb.ipynb"), "--no-cache")
+    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(1, 2, "AL002"), (6, 2, "AL301")]
+
+
+def test_sarif_and_github_point_at_the_notebook_files_own_lines(tmp_path):
+    path = NOTEBOOKS / "split_across_cells.ipynb"
+    text_lines = path.read_text().splitlines()
+    log = json.loads(run_cli(str(path), "--no-cache", "--output-format", "sarif").stdout)
+    result = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "AL101")
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert "loss.backward()" in text_lines[region["startLine"] - 1]
+    assert result["properties"] == {"cell": 4, "cellLine": 4, "cellColumn": 5}
+    github = run_cli(str(path), "--no-cache", "--output-format", "github").stdout.splitlines()[0]
+    assert f"line={region['startLine']}," in github and "title=AL101 raw-backward (cell 4%2C line 4)" in github
+
+
+def test_fix_rewrites_only_the_changed_cells_and_keeps_the_rest_byte_for_byte(tmp_path):
+    original_text = (NOTEBOOKS / "train_bugs.ipynb").read_text()
+    path = tmp_path / "train_bugs.ipynb"
+    path.write_text(original_text)
+    proc = run_cli(str(path), "--fix", "--unsafe-fixes", "--no-cache")
+    assert "Fixed 3 problems, 1 remaining." in proc.stderr, proc.stderr
+    fixed_text = path.read_text()
+    before, after = json.loads(original_text), json.loads(fixed_text)
+    code = "".join(after["cells"][4]["source"])
+    assert "accelerator.backward(loss)" in code and "gather_for_metrics" in code
+    assert "        accelerator.save_state(\"checkpoints\")" in code and "is_main_process" not in code
+    # everything but cell 5's source is unchanged, as data and as text
+    for key in ("metadata", "nbformat", "nbformat_minor"):
+        assert after[key] == before[key]
+    for i, (old, new) in enumerate(zip(before["cells"], after["cells"])):
+        if i != 4:
+            assert old == new
+        else:
+            assert {k: v for k, v in old.items() if k != "source"} == {k: v for k, v in new.items() if k != "source"}
+    start, end, _ = notebooks.source_spans(original_text)[5]
+    new_start, new_end, _ = notebooks.source_spans(fixed_text)[5]
+    assert fixed_text[:new_start] == original_text[:start]
+    assert fixed_text[new_end:] == original_text[end:]
+    # a second --fix changes nothing
+    again = run_cli(str(path), "--fix", "--unsafe-fixes", "--no-cache")
+    assert path.read_text() == fixed_text and "Fixed" not in again.stderr
+
+
+def test_fix_keeps_magics_of_the_cell_it_edits(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    shutil.copy(NOTEBOOKS / "split_across_cells.ipynb", path)
+    run_cli(str(path), "--fix", "--no-cache")
+    cell = json.loads(path.read_text())["cells"][3]["source"]
+    assert cell[0] == "%%capture\n" and cell[3] == "    accelerator.backward(loss)  # expect: AL101\n"
+    assert json.loads(path.read_text())["cells"][4]["source"][0] == "%%bash\n"
+
+
+def test_fix_refuses_what_it_cannot_write_back_exactly(tmp_path):
+    data = json.loads((NOTEBOOKS / "split_across_cells.ipynb").read_text())
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(data))  # one line: still fixable (inline arrays)
+    run_cli(str(path), "--fix", "--no-cache")
+    assert "accelerator.backward(loss)" in "".join(json.loads(path.read_text())["cells"][3]["source"])
+    # a cell with a magic whose fix would change its line count is left alone, with a notice
+    data["cells"][3]["source"] = ["%time x = 1\n", "if accelerator.is_main_process:\n",
+                                  "    accelerator.save_state('ckpt')\n"]
+    path.write_text(json.dumps(data, indent=1))
+    proc = run_cli(str(path), "--fix", "--unsafe-fixes", "--no-cache")
+    assert "cell 4: not fixed: the fix moves lines in a cell with IPython magics" in proc.stderr
+    assert json.loads(path.read_text())["cells"][3]["source"] == data["cells"][3]["source"]
+
+
+def test_not_a_notebook_is_a_clear_error(tmp_path):
+    (tmp_path / "bad.ipynb").write_text("{not json")
+    (tmp_path / "r.ipynb").write_text(json.dumps({"cells": [], "metadata": {"kernelspec": {"language": "R"}}}))
+    proc = run_cli(str(tmp_path), "--no-cache")
+    assert "bad.ipynb: cannot read notebook: not valid JSON" in proc.stderr
+    assert "r.ipynb: cannot read notebook: a R notebook, not Python" in proc.stderr
+    assert proc.returncode == 2
