@@ -58,29 +58,14 @@ def _store(rank: int, world_size: int):
     return store, watcher
 
 
-def main(argv: list[str] | None = None) -> None:
-    kind, target, args = _parse(list(sys.argv[1:] if argv is None else argv))
-    rank = int(os.environ.get("RANK", "0"))
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    os.environ.setdefault("ACCELERATE_DEBUG_MODE", "1")  # read once, at the first PartialState()
+def run_guarded(guard, body) -> int:
+    """Run the rank's work; report an exception (with the user's frame) or the normal end.
+    Returns the exit code the rank should have."""
+    from .guard import is_user_file
 
-    from .guard import Guard, Watchdog, die_with_parent, is_user_file
-
-    die_with_parent()
-    store, watcher = _store(rank, world_size)
-    guard = Guard(store, rank, world_size)
-    guard.install()
-    Watchdog(store.clone(), rank, threading.get_ident(), os.getppid(), guard).start()
-    guard.push(P.START, pid=os.getpid(), host=os.uname().nodename, world_size=world_size,
-               local_rank=int(os.environ.get("LOCAL_RANK", "0")), target=target)
-    sys.argv = [target, *args]
     code = 0
     try:
-        if kind == "module":
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-            runpy.run_path(target, run_name="__main__")
+        body()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if code:
@@ -103,6 +88,34 @@ def main(argv: list[str] | None = None) -> None:
         code = 1
     if code == 0:
         guard.push(P.FINISH, seq=guard.seq)
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    kind, target, args = _parse(list(sys.argv[1:] if argv is None else argv))
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    os.environ.setdefault("ACCELERATE_DEBUG_MODE", "1")  # read once, at the first PartialState()
+
+    from .guard import Guard, Watchdog, die_with_parent
+
+    die_with_parent()
+    store, watcher = _store(rank, world_size)
+    guard = Guard(store, rank, world_size)
+    guard.install()
+    Watchdog(store.clone(), rank, threading.get_ident(), os.getppid(), guard).start()
+    guard.push(P.START, pid=os.getpid(), host=os.uname().nodename, world_size=world_size,
+               local_rank=int(os.environ.get("LOCAL_RANK", "0")), target=target)
+    sys.argv = [target, *args]
+
+    def body() -> None:
+        if kind == "module":
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+            runpy.run_path(target, run_name="__main__")
+
+    code = run_guarded(guard, body)
     if watcher is not None:
         final = watcher.finish()
         if final:

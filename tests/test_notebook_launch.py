@@ -1,0 +1,136 @@
+"""``runtime_checks.notebook_launch``: guarded ranks forked from the calling process (a notebook
+kernel or plain Python), a displayable report, and nothing left behind on an interrupt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("accelerate")
+
+from runtime_checks.watch import process_alive  # noqa: E402
+
+PRELUDE = """\
+import json, sys, time
+from runtime_checks import notebook_launch
+"""
+RANK_GATED = """\
+def training_function(steps):
+    import torch
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    value = torch.ones(2) * accelerator.process_index
+    for step in range(steps):
+        accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        accelerator.wait_for_everyone()
+    accelerator.gather(value)
+"""
+
+
+def run_notebook_code(tmp_path, body: str, timeout: float = 120, env=None):
+    script = tmp_path / "kernel.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+                          env=env)
+
+
+def test_rank_gated_collective_is_diagnosed_from_the_calling_process(tmp_path):
+    proc = run_notebook_code(tmp_path, RANK_GATED + """
+report = notebook_launch(training_function, args=(2,), num_processes=2, timeout=10)
+print(json.dumps({"kind": report.kind, "code": report.exit_code, "ok": report.ok,
+                  "rows": [(r["rank"], r["op"], r["site"]["line"]) for r in report.finding.rows],
+                  "html": report._repr_html_(), "md": report._repr_markdown_(), "text": str(report)}))
+""")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (result["kind"], result["code"], result["ok"]) == ("divergence", 10, False), proc.stderr
+    assert result["rows"] == [[0, "accelerator.wait_for_everyone", 11], [1, "accelerator.gather", 12]]
+    assert "<table>" in result["html"] and "<td>accelerator.gather</td>" in result["html"]
+    assert "| 0 | in collective | accelerator.wait_for_everyone | kernel.py:11 |" in result["md"]
+    assert result["text"].startswith("[runtime_checks] DIVERGENCE at collective #2")
+    assert os.path.exists(tmp_path / "runtime_checks_report.json")
+
+
+def test_hang_names_the_rank_that_never_came_and_a_clean_run_is_ok(tmp_path):
+    proc = run_notebook_code(tmp_path, """
+def stuck():
+    import time
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    accelerator.wait_for_everyone()
+    if accelerator.process_index == 1:
+        time.sleep(600)
+    accelerator.wait_for_everyone()
+
+def fine():
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    accelerator.wait_for_everyone()
+
+hang = notebook_launch(stuck, num_processes=2, timeout=3)
+ok = notebook_launch(fine, num_processes=2)
+print(json.dumps({"hang": hang.kind, "culprit": hang.finding.culprit, "ok": ok.kind, "ok_text": str(ok),
+                  "ok_md": ok._repr_markdown_()}))
+""")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (result["hang"], result["culprit"], result["ok"]) == ("hang", 1, "ok"), proc.stderr
+    assert result["ok_text"].startswith("[runtime_checks] ok") and "ok" in result["ok_md"]
+
+
+def _ranks_with(token: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if f"RC_TEST_TOKEN={token}".encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return [p for p in found if process_alive(p)]
+
+
+def test_interrupting_the_kernel_leaves_no_rank_behind(tmp_path):
+    token = uuid.uuid4().hex
+    script = tmp_path / "kernel.py"
+    script.write_text(PRELUDE + textwrap.dedent("""
+        def forever():
+            import time
+            from accelerate import Accelerator
+            accelerator = Accelerator()
+            accelerator.wait_for_everyone()
+            print("ranks up", flush=True)
+            time.sleep(600)
+
+        try:
+            notebook_launch(forever, num_processes=2)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        """))
+    env = dict(os.environ, RC_TEST_TOKEN=token, PYTHONUNBUFFERED="1")
+    kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(_ranks_with(token)) < 3:  # the kernel and its two ranks
+            time.sleep(0.2)
+        assert len(_ranks_with(token)) >= 3
+        time.sleep(1.0)  # let the ranks reach their sleep
+        kernel.send_signal(signal.SIGINT)  # what "Interrupt kernel" does
+        out, _ = kernel.communicate(timeout=30)
+        assert "interrupted" in out
+        deadline = time.time() + 10
+        while time.time() < deadline and _ranks_with(token):
+            time.sleep(0.2)
+        assert _ranks_with(token) == []
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
