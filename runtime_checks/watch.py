@@ -136,9 +136,11 @@ class Watcher:
             r.state = e
         elif kind == P.FINISH:
             r.finished = True
+            r.died = False  # its last events can arrive after the watcher saw the process gone
             r.in_flight.clear()
         elif kind == P.EXCEPTION:
             r.exception = e
+            r.died = False
 
     def timeout(self) -> float:
         """The user's, or 20x the slowest observed interval between collectives, at least 30 s

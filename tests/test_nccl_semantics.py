@@ -156,3 +156,10 @@ def test_default_hang_timeout_stays_below_the_nccl_watchdog():
     assert watcher.timeout() == 30.0
     watcher._gaps = [120.0]  # long evaluations between collectives: 20x would be 40 minutes
     assert watcher.timeout() == 540.0 < 600.0
+
+
+def test_a_rank_whose_finish_arrives_after_its_exit_was_seen_did_not_die():
+    watcher = _watcher()
+    watcher.ranks[0].died, watcher.ranks[0].died_at = True, time.time() - 1
+    watcher._apply({"kind": P.FINISH, "rank": 0, "seq": 0, "t": time.time()})
+    assert watcher._death() is None

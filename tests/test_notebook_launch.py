@@ -81,7 +81,7 @@ print(json.dumps({"hang": hang.kind, "culprit": hang.finding.culprit, "ok": ok.k
                   "ok_md": ok._repr_markdown_()}))
 """)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert (result["hang"], result["culprit"], result["ok"]) == ("hang", 1, "ok"), proc.stderr
+    assert (result["hang"], result["culprit"], result["ok"]) == ("hang", 1, "ok"), (result, proc.stderr[-3000:])
     assert result["ok_text"].startswith("[runtime_checks] ok") and "ok" in result["ok_md"]
 
 
