@@ -134,3 +134,21 @@ def test_interrupting_the_kernel_leaves_no_rank_behind(tmp_path):
     finally:
         if kernel.poll() is None:
             kernel.kill()
+
+
+def test_a_real_notebook_kernel_reports_the_hang_as_a_table(tmp_path):
+    """Executes fixtures/notebooks/launch_hang.ipynb in a Jupyter kernel, as a user runs it."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from conftest import REPO
+
+    notebook = nbformat.read(REPO / "fixtures" / "notebooks" / "launch_hang.ipynb", as_version=4)
+    client = nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    outputs = notebook.cells[-1].outputs
+    result = next(o for o in outputs if o.output_type == "execute_result")
+    assert "<b>runtime_checks: HANG</b>" in result.data["text/html"]
+    assert "<td>1</td><td>computing</td><td></td><td>" in result.data["text/html"] and "culprit" in result.data["text/html"]
+    assert result.data["text/markdown"].startswith("**runtime_checks: HANG**")
