@@ -106,3 +106,12 @@ def test_hook_passes_when_no_python_file_changed(user_repo):
     _git(repo, "add", "README.md")
     result = _run_hook(repo, "accel-lint", env)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hook_checks_notebooks(user_repo):
+    repo, env = user_repo
+    shutil.copy(REPO / "fixtures" / "notebooks" / "split_across_cells.ipynb", repo / "explore.ipynb")
+    _git(repo, "add", "explore.ipynb")
+    result = _run_hook(repo, "accel-lint", env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "explore.ipynb:cell 4:4:5: AL101" in result.stdout
