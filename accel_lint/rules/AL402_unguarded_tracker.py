@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import FileModel
+from .base import Finding, Fix, Rule
+
+_TRACKER_CALLS = {
+    "wandb.init", "wandb.log", "wandb.finish", "wandb.config.update", "wandb.save",
+    "mlflow.start_run", "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param", "mlflow.log_params",
+    "mlflow.log_artifact", "mlflow.log_artifacts",
+    "comet_ml.Experiment", "neptune.init_run", "aim.Run", "clearml.Task.init", "swanlab.init",
+    "torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
+    "tensorboardX.SummaryWriter",
+}
+_WRITERS = {"torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
+            "tensorboardX.SummaryWriter"}
+
+
+class UnguardedTracker(Rule):
+    """Experiment-tracker calls that every rank makes.
+
+    ## What it does
+    In code that runs on every rank of an Accelerate program (outside rank guards and guarded
+    helpers), flags `wandb.init/log/finish/config.update`, `SummaryWriter(...)` (torch or
+    tensorboardX) and its `add_*` methods, `mlflow.start_run/log_*`, `comet_ml.Experiment`,
+    `neptune.init_run`, `aim.Run`, `clearml.Task.init` and `swanlab.init`.
+    Not flagged: `accelerator.init_trackers/log/get_tracker` (main-process only by design);
+    calls under `if accelerator.is_main_process:` or in `@accelerator.on_main_process`
+    functions; W&B runs that log per rank on purpose (`mode="shared"`, or `group=` with the
+    rank in `name=`).
+
+    ## Why is this bad?
+    Every rank creates its own run or event file (N duplicate runs in the dashboard), an
+    interactive W&B login prompt can block the non-main ranks forever, and rank-local values
+    are logged as if they were the global metric.
+
+    ## Example
+    ```python
+    wandb.init(project="finetune")
+    for step, batch in enumerate(train_dl):
+        ...
+        wandb.log({"loss": loss.item()})
+    ```
+
+    ## Use instead
+    ```python
+    accelerator = Accelerator(log_with="wandb")
+    accelerator.init_trackers("finetune")
+    for step, batch in enumerate(train_dl):
+        ...
+        accelerator.log({"loss": loss.item()}, step=step)
+    ```
+
+    ## Fix safety
+    Unsafe: a call that is a statement of its own is wrapped in `if accelerator.is_main_process:`
+    (a logged value may then be computed on every rank for nothing, and a run object assigned
+    to a name would be unbound elsewhere, so assignments get no fix).
+    """
+
+    code = "AL402"
+    name = "unguarded-tracker"
+    severity = "warning"
+    summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
+
+    VALID = [
+        """\
+        import wandb
+        from accelerate import Accelerator
+        accelerator = Accelerator(log_with="wandb")
+        accelerator.init_trackers("finetune")
+        if accelerator.is_main_process:
+            wandb.init(project="finetune")
+            wandb.log({"loss": 1.0})
+        accelerator.log({"loss": 1.0}, step=0)
+        wandb.init(project="finetune", mode="shared")
+        """,
+    ]
+    INVALID = [
+        """\
+        import wandb
+        from torch.utils.tensorboard import SummaryWriter
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, dl = accelerator.prepare(model, dl)
+        wandb.init(project="finetune")  # expect: AL402
+        writer = SummaryWriter("runs")  # expect: AL402
+        for step, batch in enumerate(dl):
+            loss = model(**batch).loss
+            wandb.log({"loss": loss.item()})  # expect: AL402
+            writer.add_scalar("loss", loss.item(), step)  # expect: AL402
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for call in model.index.calls:
+            what = _tracker_call(model, call)
+            if what is None or model.rank_guard_of(call) is not None:
+                continue
+            scope = model.scope_of(call)
+            if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call):
+                continue
+            accelerators = model.accelerators_visible_in(scope)
+            acc = next(iter(accelerators)) if len(accelerators) == 1 else "accelerator"
+            yield Finding(call, f"`{what}` runs on every rank: N duplicate runs or event files, and a login prompt "
+                                f"can block the other ranks; use `{acc}.init_trackers()`/`{acc}.log()` or guard it "
+                                f"with `if {acc}.is_main_process:`", fix=_wrap(model, call, acc, accelerators))
+
+
+def _tracker_call(model: FileModel, call: cst.Call) -> str | None:
+    qualified = model.index.imports.qualify_expr(call.func) or ""
+    if qualified in _TRACKER_CALLS:
+        return qualified
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value.startswith("add_"):
+        value = model.value_at(func.value)
+        origin = value.origin if value is not None else None
+        if isinstance(origin, cst.Call) and (model.index.imports.qualify_expr(origin.func) or "") in _WRITERS:
+            return f"{model.code(func.value)}.{func.attr.value}"
+    return None
+
+
+def _per_rank_on_purpose(model: FileModel, call: cst.Call) -> bool:
+    keywords = {a.keyword.value: model.code(a.value) for a in call.args if a.keyword is not None}
+    if keywords.get("mode", "").strip("\"'") == "shared":
+        return True
+    return "group" in keywords and any(h in keywords.get("name", "") for h in ("rank", "process_index"))
+
+
+def _wrap(model: FileModel, call: cst.Call, acc: str, accelerators: set[str]) -> Fix | None:
+    statement = model.statement_of(call)
+    if len(accelerators) != 1 or not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if not (isinstance(small, cst.Expr) and small.value is call):
+        return None
+    guarded = cst.If(test=cst.parse_expression(f"{acc}.is_main_process"),
+                     body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
+                     leading_lines=statement.leading_lines)
+    return Fix("unsafe", f"guard with `if {acc}.is_main_process:`", ((statement, guarded),))
