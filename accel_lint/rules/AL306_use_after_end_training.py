@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import FileModel
+from .base import Finding, Rule
+
+
+class UseAfterEndTraining(Rule):
+    """A collective after `accelerator.end_training()` or `destroy_process_group()`.
+
+    ## What it does
+    Flags a collective (`wait_for_everyone`, `gather`, `save_state`, `reduce`, the
+    `torch.distributed` primitives, helpers that perform them) that runs after
+    `accelerator.end_training()` or `torch.distributed.destroy_process_group()` later in the
+    same function: in the statements that follow it in its block and in the enclosing blocks.
+    Not flagged: work that does not communicate (`accelerator.print`, `accelerator.save`,
+    plain file I/O); a collective in a different branch of the same `if`.
+
+    ## Why is this bad?
+    `end_training()` destroys the calling rank's process group; the next collective raises
+    `ValueError: Default process group has not been initialized` after the whole training
+    run (Accelerate's official `no_trainer` examples shipped with this order).
+
+    ## Example
+    ```python
+    accelerator.end_training()
+    accelerator.wait_for_everyone()
+    accelerator.save_state("final")
+    ```
+
+    ## Use instead
+    ```python
+    accelerator.wait_for_everyone()
+    accelerator.save_state("final")
+    accelerator.end_training()
+    ```
+    """
+
+    code = "AL306"
+    name = "use-after-end-training"
+    severity = "error"
+    summary = "a collective after end_training()/destroy_process_group(): the process group is gone"
+    scope = "distributed"
+
+    VALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        accelerator.print("done")
+        accelerator.save(state, "final.pt")
+        """,
+    ]
+    INVALID = [
+        """\
+        from accelerate import Accelerator
+        def main():
+            accelerator = Accelerator()
+            for epoch in range(3):
+                train(accelerator)
+            accelerator.end_training()
+            accelerator.wait_for_everyone()  # expect: AL306
+            if accelerator.is_main_process:
+                print("saving")
+            accelerator.save_state("final")  # expect: AL306
+        """,
+        """\
+        import torch.distributed as dist
+        def run():
+            dist.init_process_group("gloo")
+            dist.destroy_process_group()
+            dist.barrier()  # expect: AL306
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for end in model.index.calls:
+            if model.op_kind(end) != "END":
+                continue
+            statement = model.statement_of(end)
+            line = model.line_of(end)
+            what = model.code(end.func)
+            for later in _statements_after(model, statement):
+                for call in model.calls_in(later):
+                    kind = model.op_kind(call)
+                    if kind is None or kind == "END":
+                        if kind is None and model.performs(call, "BARRIER"):
+                            kind = "BARRIER"
+                        else:
+                            continue
+                    yield Finding(call, f"`{model.code(call.func)}()` runs after `{what}()` (line {line}), which "
+                                        f"destroyed the process group: it raises `Default process group has not "
+                                        f"been initialized`; move `{what}()` after the last collective")
+
+
+def _statements_after(model: FileModel, statement: cst.CSTNode):
+    """The statements that run after ``statement``: its later siblings, then those after each
+    enclosing compound statement, up to the function. A loop stops the walk (its next
+    iteration is another story), and the other branch of an ``if`` is never "after"."""
+    current = statement
+    while True:
+        parent = model.index.parents.get(current)
+        if parent is None:
+            return
+        if isinstance(parent, (cst.Module, cst.IndentedBlock)):
+            siblings = list(parent.body)
+            if current in siblings:
+                yield from siblings[siblings.index(current) + 1:]
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
+            return
+        current = parent
