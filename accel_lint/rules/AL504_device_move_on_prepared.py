@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import YES, FileModel
+from .base import Finding, Rule
+
+_CHANGES_PARAMETERS = {"cuda", "half", "bfloat16", "float", "double"}
+
+
+class DeviceMoveOnPrepared(Rule):
+    """Moving or casting a model after `prepare` placed (and wrapped) it.
+
+    ## What it does
+    Flags, on a model returned by `prepare`: `.cuda()`, `.half()`, `.bfloat16()`,
+    `.float()`, `.double()` and `.to(...)` with another device or a dtype (a warning: the
+    parameters change under the wrapper); `.to(accelerator.device)` (info: a no-op).
+    Not flagged: `model.to(accelerator.device)` before `prepare`; modules that were never
+    prepared (a frozen VAE moved with `.to(accelerator.device, dtype=weight_dtype)`);
+    batches (not tracked yet).
+
+    ## Why is this bad?
+    DDP registers its gradient hooks on the parameters it wrapped; torch's DDP documentation
+    says never to change a model's parameters after wrapping it. FSDP and DeepSpeed own
+    placement and offloading. `.cuda()` also breaks `ACCELERATE_USE_CPU` runs and non-CUDA
+    devices. Casting for mixed precision is what `Accelerator(mixed_precision=...)` does.
+
+    ## Example
+    ```python
+    model = accelerator.prepare(model)
+    model = model.half().cuda()
+    ```
+
+    ## Use instead
+    ```python
+    accelerator = Accelerator(mixed_precision="fp16")
+    model = accelerator.prepare(model)   # placed on accelerator.device, autocast in forward
+    ```
+    """
+
+    code = "AL504"
+    name = "device-move-on-prepared"
+    severity = "warning"
+    summary = ".cuda()/.half()/.to(...) on a prepared model: the wrapper already placed it"
+
+    VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = model.to(accelerator.device)
+        model = accelerator.prepare(model)
+        vae.to(accelerator.device, dtype=torch.float16)
+        """,
+    ]
+    INVALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer = accelerator.prepare(model, optimizer)
+        model.cuda()  # expect: AL504
+        model.to(torch.bfloat16)  # expect: AL504
+        model.to(accelerator.device)  # expect: AL504
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for call in model.index.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            value = model.value_at(func.value)
+            if value is None or value.kind != "model" or value.prepared != YES or value.not_wrapped:
+                continue
+            method = func.attr.value
+            name = model.code(func.value)
+            if method in _CHANGES_PARAMETERS:
+                yield Finding(call, f"`{name}.{method}()` on a prepared model changes the parameters under the "
+                                    f"DDP/FSDP/DeepSpeed wrapper, whose hooks and placement then no longer match; "
+                                    f"`prepare()` already placed it (use `mixed_precision=` for dtypes)")
+            elif method == "to" and call.args:
+                targets = [model.code(a.value) for a in call.args]
+                if len(call.args) == 1 and call.args[0].keyword is None and \
+                        (targets[0].endswith(".device") and model.is_accelerator(_owner(call.args[0].value))):
+                    yield Finding(call, f"`{name}.to({targets[0]})` on a prepared model does nothing: `prepare()` "
+                                        f"already placed it on the accelerator's device", severity="info")
+                else:
+                    yield Finding(call, f"`{name}.to({', '.join(targets)})` on a prepared model changes the parameters "
+                                        f"under the wrapper, whose hooks and placement then no longer match; "
+                                        f"`prepare()` already placed it")
+
+
+def _owner(expr: cst.BaseExpression) -> cst.BaseExpression:
+    return expr.value if isinstance(expr, cst.Attribute) else expr
