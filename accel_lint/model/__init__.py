@@ -195,6 +195,46 @@ class FileModel:
     def line_of(self, node: cst.CSTNode) -> int:
         return self.position_of(node)[0]
 
+    # -- gradient accumulation ------------------------------------------------------------------
+    def gradient_accumulation(self, accelerator: cst.BaseExpression) -> tuple[set[str], bool]:
+        """The accumulation expressions given to this accelerator's constructor, and whether any
+        differs from a literal 1 (a plugin counts as accumulating). The constructor is where the
+        value came from; when that is unknown (a parameter), the file's only constructor; else
+        nothing is known."""
+        value = self.value_at(accelerator)
+        origin = value.origin if value is not None else None
+        constructors = self.objects.acc_constructors
+        if isinstance(origin, cst.Call) and origin in constructors:
+            chosen = [origin]
+        else:
+            chosen = list(constructors) if len(constructors) == 1 else []
+        exprs: set[str] = set()
+        accumulates = False
+        for ctor in chosen:
+            for arg in ctor.args:
+                if arg.keyword is None:
+                    continue
+                if arg.keyword.value == "gradient_accumulation_steps":
+                    exprs.add(self.code(arg.value))
+                    if not (isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
+                        accumulates = True
+                elif arg.keyword.value == "gradient_accumulation_plugin":
+                    accumulates = True
+        return exprs, accumulates
+
+    def inside_accumulate(self, node: cst.CSTNode) -> bool:
+        """Lexically inside ``with <accelerator>.accumulate(...)`` in the same function."""
+        for parent in self.ancestors(node):
+            if isinstance(parent, cst.With):
+                for item in parent.items:
+                    call = item.item
+                    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                            and call.func.attr.value == "accumulate" and self.is_accelerator(call.func.value):
+                        return True
+            if isinstance(parent, cst.FunctionDef):
+                return False
+        return False
+
     # -- where a finding sits (suppressions, baselines) ---------------------------------------
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The statement line (``SimpleStatementLine``) or compound statement that holds ``node``."""

@@ -113,8 +113,8 @@ class DoubleLossScaling(Rule):
             if not (isinstance(func, cst.Attribute) and func.attr.value == "backward" and call.args
                     and model.is_accelerator(func.value)):
                 continue
-            configured, accumulates = _configured_accumulation(model, func.value)
-            if not (accumulates or _inside_accumulate(model, call)):
+            configured, accumulates = model.gradient_accumulation(func.value)
+            if not (accumulates or model.inside_accumulate(call)):
                 continue
             found = _division_of(model, call, call.args[0].value, configured)
             if found is None:
@@ -133,31 +133,6 @@ class DoubleLossScaling(Rule):
 _GA_NAME = re.compile(r"(grad\w*accum|accum\w*steps|^ga_steps$|^accumulation_steps$)", re.IGNORECASE)
 
 
-def _configured_accumulation(model: FileModel, accelerator: cst.BaseExpression) -> tuple[set[str], bool]:
-    """The accumulation expression given to this accelerator's constructor, and whether it
-    differs from a literal 1. The constructor is where the value came from; when that is
-    unknown (a parameter), the file's only constructor; else nothing is known."""
-    value = model.value_at(accelerator)
-    origin = value.origin if value is not None else None
-    if isinstance(origin, cst.Call) and origin in model.objects.acc_constructors:
-        constructors = [origin]
-    else:
-        constructors = model.objects.acc_constructors if len(model.objects.acc_constructors) == 1 else []
-    exprs: set[str] = set()
-    accumulates = False
-    for ctor in constructors:
-        for arg in ctor.args:
-            if arg.keyword is None:
-                continue
-            if arg.keyword.value == "gradient_accumulation_steps":
-                exprs.add(model.code(arg.value))
-                if not (isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
-                    accumulates = True
-            elif arg.keyword.value == "gradient_accumulation_plugin":
-                accumulates = True
-    return exprs, accumulates
-
-
 def _is_accumulation_count(model: FileModel, expr: cst.BaseExpression, configured: set[str]) -> bool:
     text = model.code(expr)
     if text in configured and not text.isdigit():
@@ -166,19 +141,6 @@ def _is_accumulation_count(model: FileModel, expr: cst.BaseExpression, configure
         return text in configured and text != "1"
     last = text.rsplit(".", 1)[-1]
     return last == "gradient_accumulation_steps" or bool(_GA_NAME.search(last))
-
-
-def _inside_accumulate(model: FileModel, node: cst.CSTNode) -> bool:
-    for parent in model.ancestors(node):
-        if isinstance(parent, cst.With):
-            for item in parent.items:
-                call = item.item
-                if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
-                        and call.func.attr.value == "accumulate" and model.is_accelerator(call.func.value):
-                    return True
-        if isinstance(parent, cst.FunctionDef):
-            return False
-    return False
 
 
 def _is_ga_division(model: FileModel, expr: cst.CSTNode, configured: set[str]) -> bool:

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import FileModel
+from .base import Finding, Fix, Rule
+
+_TORCH_CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
+                "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_"}
+_ACC_CLIPS = {"clip_grad_norm_", "clip_grad_value_"}
+
+
+class ClipOutsideSyncGradients(Rule):
+    """Gradient clipping on every accumulation micro-step.
+
+    ## What it does
+    Flags a clip call (`accelerator.clip_grad_norm_/clip_grad_value_` or torch's) that is not
+    under a condition on `accelerator.sync_gradients`, when it is inside
+    `with accelerator.accumulate(...)`, or in a loop that calls `accelerator.backward` while
+    the accelerator accumulates gradients (`gradient_accumulation_steps` other than 1).
+    Not flagged: clips under `if accelerator.sync_gradients:` (also `... and ...`); loops without
+    accumulation; `optimizer.step()`/`zero_grad()` on every micro-step (the prepared optimizer
+    skips them itself).
+
+    ## Why is this bad?
+    On the micro-steps in between, the gradients are partial sums, so clipping them clips the
+    wrong norm. Under fp16 `clip_grad_norm_` unscales the gradients: twice before the
+    optimizer's update raises `unscale_() has already been called on this optimizer since the
+    last update()`, or NaNs later (accelerate#641). Under FSDP every micro-step pays for a
+    collective norm.
+
+    ## Example
+    ```python
+    with accelerator.accumulate(model):
+        accelerator.backward(loss)
+        accelerator.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    with accelerator.accumulate(model):
+        accelerator.backward(loss)
+        if accelerator.sync_gradients:
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    ```
+
+    ## Fix safety
+    Safe: a clip that is a statement of its own is wrapped in `if accelerator.sync_gradients:`.
+    No fix when its result is assigned (the name would be unbound on the other micro-steps).
+    """
+
+    code = "AL104"
+    name = "clip-outside-sync-gradients"
+    severity = "warning"
+    summary = "gradient clipping inside accumulate() runs on every micro-step; guard it with sync_gradients"
+
+    VALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        for batch in dl:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                if accelerator.sync_gradients and max_grad_norm:
+                    accelerator.clip_grad_norm_(model.parameters(), max_grad_norm)
+                optimizer.step()
+        """,
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        for batch in dl:
+            accelerator.backward(model(**batch).loss)
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        """,
+    ]
+    INVALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        for batch in dl:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)  # expect: AL104
+                optimizer.step()
+        """,
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator(gradient_accumulation_steps=8)
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        for batch in dl:
+            accelerator.backward(model(**batch).loss)
+            norm = accelerator.clip_grad_norm_(model.parameters(), 1.0)  # expect: AL104
+            optimizer.step()
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for call in model.index.calls:
+            acc_expr = _clip_accelerator(model, call)
+            if acc_expr is False or _under_sync_gradients(model, call):
+                continue
+            if not (model.inside_accumulate(call) or _accumulating_backward_loop(model, call)):
+                continue
+            accelerators = model.accelerators_visible_in(model.scope_of(call))
+            acc = next(iter(accelerators)) if len(accelerators) == 1 else None
+            yield Finding(call, f"`{model.code(call.func)}()` runs on every gradient-accumulation micro-step, on "
+                                f"partial gradients (and under fp16 unscales twice before the update); guard it "
+                                f"with `if {acc or 'accelerator'}.sync_gradients:`", fix=_wrap(model, call, acc))
+
+
+def _clip_accelerator(model: FileModel, call: cst.Call):
+    """The call is a clip (Accelerate's or torch's): its accelerator expression or None; False if not a clip."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _ACC_CLIPS and model.is_accelerator(func.value):
+        return func.value
+    if (model.index.imports.qualify_expr(func) or "") in _TORCH_CLIPS:
+        return None
+    return False
+
+
+def _under_sync_gradients(model: FileModel, call: cst.Call) -> bool:
+    child: cst.CSTNode = call
+    for parent in model.ancestors(call):
+        if isinstance(parent, cst.If) and child is parent.body and "sync_gradients" in model.code(parent.test):
+            return True
+        if isinstance(parent, cst.FunctionDef):
+            return False
+        child = parent
+    return False
+
+
+def _accumulating_backward_loop(model: FileModel, call: cst.Call) -> bool:
+    for parent in model.ancestors(call):
+        if isinstance(parent, cst.FunctionDef):
+            return False
+        if isinstance(parent, (cst.For, cst.While)):
+            for inner in model.calls_in(parent.body):
+                func = inner.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "backward" and \
+                        model.is_accelerator(func.value) and model.gradient_accumulation(func.value)[1]:
+                    return True
+            return False
+    return False
+
+
+def _wrap(model: FileModel, call: cst.Call, acc: str | None) -> Fix | None:
+    statement = model.statement_of(call)
+    if acc is None or not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if not (isinstance(small, cst.Expr) and small.value is call):
+        return None
+    guarded = cst.If(test=cst.parse_expression(f"{acc}.sync_gradients"),
+                     body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
+                     leading_lines=statement.leading_lines)
+    return Fix("safe", f"guard with `if {acc}.sync_gradients:`", ((statement, guarded),))
