@@ -21,7 +21,7 @@ from . import __version__
 from .diagnostics import Diagnostic, FileError, Notice
 
 CACHE_DIR_NAME = ".accel_lint_cache"
-CACHE_FORMAT = 2  # bump when an entry's layout changes
+CACHE_FORMAT = 3  # bump when an entry's layout changes
 
 
 def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:
@@ -55,7 +55,7 @@ class ResultCache:
             return
         entry = {
             "diagnostics": [[d.line, d.column, d.end_line, d.end_column, d.code, d.name, d.severity, d.message,
-                             d.scope, d.statement, d.fix] for d in diagnostics],
+                             d.scope, d.statement, d.fix, d.tag] for d in diagnostics],
             "errors": [e.message for e in errors],
             "notices": [n.message for n in notices],
         }

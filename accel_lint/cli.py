@@ -11,7 +11,7 @@ import click
 
 from . import __version__
 from .cache import CACHE_DIR_NAME
-from .config import Config, ConfigError, find_pyproject, load_config, parse_size
+from .config import Config, ConfigError, find_pyproject, load_accelerate_configs, load_config, parse_size
 from .discovery import discover
 from .engine import lint_paths
 from . import baseline as baseline_io
@@ -44,6 +44,8 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--exclude", multiple=True, help="Globs to exclude; replaces the defaults.")
 @click.option("--extend-exclude", multiple=True, help="Globs to exclude in addition to the defaults.")
+@click.option("--accelerate-config", "accelerate_configs", multiple=True, type=click.Path(dir_okay=False),
+              help="An Accelerate config YAML (repeatable): severities follow its backend (FSDP, DeepSpeed, DDP, fp16).")
 @click.option("--extend-include", multiple=True, help="Globs of file names to lint besides *.py and *.ipynb.")
 @click.option("--force-exclude", is_flag=True, help="Apply the excludes to files named on the command line too (for pre-commit).")
 @click.option("--output-format", type=click.Choice(list(FORMATS)), default="text", show_default=True,
@@ -71,7 +73,7 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 @click.option("--list-rules", is_flag=True, help="List every rule and exit.")
 @click.option("--explain", metavar="CODE", help="Print a rule's documentation and exit.")
 @click.version_option(__version__, prog_name="accel-lint")
-def main(paths, select, extend_select, ignore, exclude, extend_exclude, extend_include, force_exclude, output_format, output_file, apply_fixes,
+def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelerate_configs, extend_include, force_exclude, output_format, output_file, apply_fixes,
          unsafe_fixes, show_diff, show_fixes, baseline, update_baseline, add_noqa, exit_zero, quiet,
          verbose, statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
@@ -95,6 +97,12 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, extend_i
     config = _apply_flags(config, select, extend_select, ignore, exclude, extend_exclude)
     if extend_include:
         config = replace(config, include=config.include + tuple(extend_include))
+    if accelerate_configs:
+        try:
+            config = replace(config, accelerate_configs=load_accelerate_configs(list(accelerate_configs)))
+        except ConfigError as exc:
+            click.echo(f"accel-lint: error: {exc}", err=True)
+            sys.exit(2)
     if not (no_cache or os.environ.get("ACCEL_LINT_NO_CACHE")):
         config = replace(config, cache_dir=Path(cache_dir) if cache_dir else config.root / CACHE_DIR_NAME)
     if max_file_size is not None:

@@ -18,7 +18,7 @@ DEFAULT_EXCLUDES = (
     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".accel_lint_cache", "*.egg-info", "site-packages",
 )
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include",
-              "per-file-ignores", "accelerator-names",
+              "per-file-ignores", "accelerator-names", "accelerate-config", "accelerate-configs",
               "max-file-size"}
 DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024  # libcst needs about 1 GB for one huge generated file
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
@@ -26,6 +26,15 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
 
 class ConfigError(Exception):
     """A configuration file or flag the linter cannot use (exit code 2)."""
+
+
+def load_accelerate_configs(paths: list[Path]) -> tuple:
+    from .accelerate_config import AccelerateConfigError, load
+
+    try:
+        return tuple(load(Path(p)) for p in paths)
+    except AccelerateConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,7 @@ class Config:
     accelerator_names: tuple[str, ...] = ("accelerator",)
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     cache_dir: Path | None = None  # None: no cache
+    accelerate_configs: tuple = ()  # accelerate_config.Backend per --accelerate-config file
     root: Path = field(default_factory=Path.cwd)
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
@@ -138,6 +148,9 @@ def load_config(pyproject: Path | None) -> Config:
         cfg = replace(cfg, per_file_ignores=tuple((k, _codes(v, "per-file-ignores", pyproject)) for k, v in table.items()))
     if "max-file-size" in data:
         cfg = replace(cfg, max_file_size=parse_size(data["max-file-size"]))
+    paths = list(data.get("accelerate-configs", [])) + ([data["accelerate-config"]] if "accelerate-config" in data else [])
+    if paths:
+        cfg = replace(cfg, accelerate_configs=load_accelerate_configs([pyproject.parent / p for p in paths]))
     if "accelerator-names" in data:
         cfg = replace(cfg, accelerator_names=tuple(data["accelerator-names"]))
     return cfg

@@ -27,6 +27,7 @@ class Diagnostic:
     fix: str | None = field(default=None, compare=False)
     # notebooks: the cell (1-based, among all cells) that ``line``/``end_line`` count in, and the
     # line of the notebook file (its JSON text) that holds that source line
+    tag: str = field(default="", compare=False)  # the rule's variant, e.g. AL302's "save_state"
     cell: int | None = field(default=None, compare=False)
     file_line: int | None = field(default=None, compare=False)
 

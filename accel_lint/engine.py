@@ -19,6 +19,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
@@ -77,10 +78,16 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         hit = cache.get(key, path)
         if hit is not None:
             result.diagnostics, result.errors, result.notices = hit
+            result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
             return result
     _lint_parsed(data, path, config, enabled, result, want_fixes)
     if cache is not None:
         cache.put(key, result.diagnostics, result.errors, result.notices)
+    # after the cache: the same file content gives the same findings under any config
+    result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
+    if result.fixes:
+        adjusted = {d: d.severity for d in result.diagnostics}
+        result.fixes = [(replace(d, severity=adjusted.get(d, d.severity)), f) for d, f in result.fixes]
     return result
 
 
@@ -179,7 +186,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
                 diagnostic = Diagnostic(
                     path, line, col, end_line, end_col, rule.code, rule.name, finding.severity or rule.severity,
                     finding.message, scope=model.qualname_of(finding.node), statement=model.statement_text(statement),
-                    fix=finding.fix.applicability if finding.fix else None,
+                    fix=finding.fix.applicability if finding.fix else None, tag=finding.tag,
                 )
                 result.diagnostics.append(diagnostic)
                 if finding.fix is not None:

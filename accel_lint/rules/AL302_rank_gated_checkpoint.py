@@ -115,6 +115,7 @@ for epoch in range(3):
                 f"{what} runs {describe_guard(model, op.guard)} and {consequence}; call it on every rank and guard "
                 f"only plain file I/O",
                 fix=_hoist(model, op),
+                tag=method or "state_dict",
             )
 
 

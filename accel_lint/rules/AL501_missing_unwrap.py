@@ -132,7 +132,7 @@ class Runner:
             else:
                 fix = f"`{acc}.unwrap_model({name}).{attr}`"
             yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
-                          fix=_fix(model, node))
+                          fix=_fix(model, node), tag="state_dict" if attr == "state_dict" else "attribute")
 
 
 def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:

@@ -40,6 +40,7 @@ class Finding:
     message: str
     severity: str | None = None
     fix: Fix | None = None
+    tag: str = ""  # which variant of the rule (for configuration-aware severities)
 
 
 class Rule:
