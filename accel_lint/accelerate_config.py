@@ -121,6 +121,11 @@ def severity_under(d: Diagnostic, backend: Backend) -> str:
                     "save_state": "warning"}.get(tag, "error")
         if backend.distributed_type == "DEEPSPEED":
             return "info" if tag in ("save_model", "get_state_dict", "state_dict") else "error"
+    if code == "AL305" and tag == "unwrapped":
+        if backend.sharded:
+            return "error"
+        if backend.distributed_type in ("MULTI_GPU", "MULTI_CPU"):
+            return "info"  # main-only evaluation of the unwrapped model is fine under DDP
     if code == "AL501" and tag == "state_dict" and backend.sharded:
         return "error"
     if code == "AL103" and (backend.distributed_type == "FSDP" or backend.mixed_precision == "fp16"):

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import libcst as cst
+
 from ..collectives import CKPT, END
 from ..model import FileModel
 from .base import Finding, Rule, describe_guard, quote
@@ -117,13 +119,18 @@ def log_all(x):
     def check(self, model: FileModel) -> Iterable[Finding]:
         for divergence in model.divergences:
             op = divergence.op
-            if op.kind in (CKPT, END):
-                continue
+            if op.kind in (CKPT, END) or _is_check_trigger(op):
+                continue  # checkpoints: AL302; end_training: AL306; check_trigger: AL304
             yield Finding(
                 op.node,
                 f"{describe_op(model, op)} runs {describe_guard(model, op.guard)}; the other ranks never reach it "
                 f"and the job hangs until the process-group timeout",
             )
+
+
+def _is_check_trigger(op) -> bool:
+    func = op.origin.func
+    return isinstance(func, cst.Attribute) and func.attr.value == "check_trigger"
 
 
 def describe_op(model: FileModel, op) -> str:

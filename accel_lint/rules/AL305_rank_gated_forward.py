@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import YES, FileModel
+from .base import Finding, Rule, describe_guard
+
+
+class RankGatedForward(Rule):
+    """A prepared model run on some ranks only.
+
+    ## What it does
+    Flags `model(...)`, `model.forward(...)` and `model.generate(...)` on a prepared model
+    inside a rank guard (`if accelerator.is_main_process:`, an early exit, a main-only
+    helper): an error. `accelerator.unwrap_model(model)(...)` or `.generate(...)` there is a
+    warning: harmless under plain DDP, a hang under FSDP and ZeRO-3 (with
+    `--accelerate-config`, the severity follows the backend).
+    Not flagged: models never prepared; `model.eval()`, `.train()`, `.parameters()`; forwards
+    on every rank followed by main-only logging.
+
+    ## Why is this bad?
+    A DDP forward broadcasts the module's buffers (HF models register `position_ids` and
+    others), so a forward on rank 0 alone waits for ranks that never come; FSDP and ZeRO-3
+    all-gather the parameters on every forward, even through the unwrapped module.
+
+    ## Example
+    ```python
+    if accelerator.is_main_process:
+        sample = model.generate(**prompt)
+    ```
+
+    ## Use instead
+    ```python
+    sample = accelerator.unwrap_model(model).generate(**prompt)   # every rank
+    if accelerator.is_main_process:
+        log_sample(sample)
+    ```
+    """
+
+    code = "AL305"
+    name = "rank-gated-forward"
+    severity = "error"
+    summary = "a prepared model's forward/generate on some ranks only (DDP buffers, FSDP all-gathers)"
+
+    VALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        outputs = model(**batch)
+        if accelerator.is_main_process:
+            print(outputs.loss.item())
+            model.eval()
+            reference(**batch)
+        """,
+    ]
+    INVALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        if accelerator.is_main_process:
+            outputs = model(**batch)  # expect: AL305
+            text = accelerator.unwrap_model(model).generate(**prompt)  # expect: AL305
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for call in model.index.calls:
+            target, unwrapped = _forward_target(model, call)
+            if target is None:
+                continue
+            guard = model.rank_guard_of(call)
+            if guard is None:
+                continue
+            name = model.code(target)
+            if unwrapped:
+                yield Finding(call, f"`{model.code(call.func)}(...)` on the unwrapped prepared model `{name}` runs "
+                                    f"{describe_guard(model, guard)}: under FSDP and ZeRO-3 the forward all-gathers "
+                                    f"parameters on every rank and the others never join", severity="warning",
+                              tag="unwrapped")
+            else:
+                yield Finding(call, f"`{model.code(call.func)}(...)` on the prepared model `{name}` runs "
+                                    f"{describe_guard(model, guard)}: the DDP forward broadcasts buffers (FSDP and "
+                                    f"ZeRO-3 all-gather parameters) and the other ranks never join; run it on every "
+                                    f"rank and keep only the logging guarded")
+
+
+def _forward_target(model: FileModel, call: cst.Call):
+    """(the model expression, whether it was unwrapped) for a forward/generate call, else (None, False)."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("forward", "generate"):
+        func = func.value
+    value = model.value_at(func)
+    if value is not None and value.kind == "model" and value.prepared == YES and not value.not_wrapped:
+        return func, False
+    if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute) and func.func.attr.value == "unwrap_model" \
+            and model.is_accelerator(func.func.value) and func.args:
+        inner = func.args[0].value
+        inner_value = model.value_at(inner)
+        if inner_value is not None and inner_value.kind == "model" and inner_value.prepared == YES:
+            return inner, True
+    return None, False
