@@ -11,6 +11,23 @@ from accel_lint.config import Config
 from accel_lint.engine import lint_source
 
 CASES = {
+    # trl grpo_trainer.py: each reward model prepared once, in a loop over them
+    "prepare_each_item_of_a_loop": """
+        class Trainer:
+            def __init__(self, accelerator, reward_funcs):
+                self.accelerator = accelerator
+                self.reward_funcs = reward_funcs
+                for i, reward_func in enumerate(self.reward_funcs):
+                    self.reward_funcs[i] = self.accelerator.prepare_model(reward_func, evaluation_mode=True)
+    """,
+    # trl a2po_trainer.py: a new loader per dataset, prepared in the loop
+    "prepare_a_new_loader_per_pass": """
+        from torch.utils.data import DataLoader
+        class Trainer:
+            def estimate(self, accelerator, datasets):
+                for dataset in datasets:
+                    dataloader = accelerator.prepare(DataLoader(dataset, batch_size=8))
+    """,
     # accelerate/commands/env.py, diffusers/commands/env.py: `accelerator` holds a device name
     "accelerator_named_string": """
         def env_command(args):
