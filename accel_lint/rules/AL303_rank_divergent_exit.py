@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import YES, FileModel
+from .base import Finding, Rule
+
+_RANK_LOCAL = re.compile(r"\.item\(\)|\bisnan\(|\bisinf\(|isfinite\(|\b\w*(loss|metric|score|patience|accuracy)\w*\b",
+                         re.IGNORECASE)
+_COLLECTIVE_RESULT = re.compile(r"gather|reduce|check_trigger|all_reduce|broadcast")
+
+
+class RankDivergentExit(Rule):
+    """Leaving a loop with collectives on a condition computed from rank-local data.
+
+    ## What it does
+    Flags `break` and `return` (and `continue` when a collective follows it in the loop)
+    inside a loop that runs collectives (a `backward`, a gather or reduce, a
+    forward of a prepared model), when the condition that leads to it depends on rank-local
+    data: a loss or metric (`loss.item() < threshold`, `torch.isnan(loss)`, a patience counter
+    on un-reduced metrics), or an `except` handler (`except torch.cuda.OutOfMemoryError:
+    continue`). This is a heuristic: names that look like losses or metrics are taken as
+    rank-local unless they come from a gather, a reduce or `check_trigger()`. Exits on a rank
+    predicate (`if accelerator.is_main_process: break`) are reported by AL301 at the collective
+    the other ranks then wait in.
+    Not flagged: uniform counters (`if completed_steps >= max_train_steps: break`); values that
+    went through `gather`/`reduce`; `check_trigger()`; a `continue` with no collective after it;
+    `raise` and `sys.exit()` (the rank fails and the launcher stops the others).
+
+    ## Why is this bad?
+    Each rank computes its own loss on its own batch: one rank sees a NaN or reaches the
+    threshold first, leaves the loop, and stops calling collectives; the other ranks block in
+    the next all-reduce or barrier until the process-group timeout.
+
+    ## Example
+    ```python
+    for batch in train_dl:
+        loss = model(**batch).loss
+        if loss.item() < 0.01:
+            break
+        accelerator.backward(loss)
+    ```
+
+    ## Use instead
+    ```python
+    for batch in train_dl:
+        loss = model(**batch).loss
+        if loss.item() < 0.01:
+            accelerator.set_trigger()
+        if accelerator.check_trigger():
+            break
+        accelerator.backward(loss)
+    ```
+    """
+
+    code = "AL303"
+    name = "rank-divergent-exit"
+    severity = "warning"
+    summary = "a loop with collectives left on a rank-local loss/metric or exception: the other ranks hang"
+
+    VALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        completed_steps = 0
+        for batch in dl:
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            completed_steps += 1
+            if completed_steps >= max_train_steps:
+                break
+            mean_loss = accelerator.reduce(loss.detach(), "mean")
+            if mean_loss.item() < 0.01:
+                break
+        """,
+    ]
+    INVALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        for batch in dl:
+            try:
+                loss = model(**batch).loss
+            except torch.cuda.OutOfMemoryError:
+                continue  # expect: AL303
+            if torch.isnan(loss):
+                break  # expect: AL303
+            accelerator.backward(loss)
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for loop in model.index.loops:
+            if not _has_collectives(model, loop):
+                continue
+            for node in model.index.walk(loop.body):
+                exit_kind = _exit_kind(model, node)
+                if exit_kind is None or _enclosing_loop(model, node) is not loop:
+                    continue
+                if exit_kind == "continue" and not _collective_after(model, node, loop):
+                    continue
+                yield from self._report(model, node, loop, exit_kind)
+
+    def _report(self, model: FileModel, node: cst.CSTNode, loop, exit_kind: str) -> Iterable[Finding]:
+        why = _rank_local_reason(model, node, loop)
+        if why is not None:
+            yield Finding(node, f"`{exit_kind}` depends on {why} and may run on some ranks only; the others block in "
+                                f"the loop's next collective until the timeout. Decide together: "
+                                f"`accelerator.set_trigger()` here and `if accelerator.check_trigger(): break` on "
+                                f"every rank")
+
+
+def _exit_kind(model: FileModel, node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Break):
+        return "break"
+    if isinstance(node, cst.Continue):
+        return "continue"
+    if isinstance(node, cst.Return):
+        return "return"
+    return None  # raise / sys.exit end the rank with an error: the launcher tears the others down
+
+
+def _enclosing_loop(model: FileModel, node: cst.CSTNode):
+    for parent in model.ancestors(node):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        if isinstance(parent, (cst.For, cst.While)):
+            return parent
+    return None
+
+
+def _is_collective(model: FileModel, call: cst.Call) -> bool:
+    if model.op_kind(call) is not None or model.performs(call, "BACKWARD"):
+        return True
+    value = model.value_at(call.func)
+    return value is not None and value.kind == "model" and value.prepared == YES
+
+
+def _has_collectives(model: FileModel, loop) -> bool:
+    return any(_is_collective(model, c) for c in model.calls_in(loop.body))
+
+
+def _collective_after(model: FileModel, node: cst.CSTNode, loop) -> bool:
+    """A collective later in the loop body than the ``continue`` (which then skips it)."""
+    where = model.position_of(node)[:2]
+    return any(_is_collective(model, c) and model.position_of(c)[:2] > where for c in model.calls_in(loop.body))
+
+
+def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> str | None:
+    """Why the exit is rank-local: the ``if`` test or ``except`` clause that leads to it."""
+    for parent in model.ancestors(node):
+        if parent is loop:
+            return None
+        if isinstance(parent, cst.ExceptHandler):
+            kind = model.code(parent.type) if parent.type is not None else "any exception"
+            return f"an exception (`except {kind}`) on this rank"
+        if isinstance(parent, (cst.If, cst.While)) and parent is not loop:
+            test = parent.test
+            text = model.code(test)
+            if _COLLECTIVE_RESULT.search(text) or model.ranks.is_rank_dependent(test):
+                return None
+            if _RANK_LOCAL.search(text) and not _from_collective(model, test):
+                return f"`{text}`, computed from this rank's own data"
+    return None
+
+
+def _from_collective(model: FileModel, test: cst.BaseExpression) -> bool:
+    for name in model.index.loads_in(test):
+        value = model.value_at(name)
+        origin = value.origin if value is not None else None
+        if origin is not None and _COLLECTIVE_RESULT.search(model.code(model.index.parents.get(origin) or origin)):
+            return True
+    return False
