@@ -79,7 +79,7 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelera
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
     if list_rules:
         for rule in all_rules():
-            click.echo(f"{rule.code}  {rule.name:<26} {rule.severity:<8} {rule.summary}")
+            click.echo(f"{rule.code}  {rule.name:<34} {rule.severity:<8} {rule.summary}")
         return
     if explain:
         rule = rule_by_code(explain)

@@ -11,6 +11,18 @@ from accel_lint.config import Config
 from accel_lint.engine import lint_source
 
 CASES = {
+    # trl sft_trainer.py: a wrapper of main_process_first() guards the map
+    "map_under_a_main_first_wrapper": """
+        from accelerate import PartialState
+        class Trainer:
+            def __init__(self, accelerator, train_dataset):
+                self.accelerator = accelerator
+                self.train_dataset = self._prepare_dataset(train_dataset)
+            def _prepare_dataset(self, dataset):
+                with global_then_local_main_first():
+                    dataset = dataset.map(tokenize, batched=True)
+                return dataset
+    """,
     # trl grpo_trainer.py: each reward model prepared once, in a loop over them
     "prepare_each_item_of_a_loop": """
         class Trainer:
