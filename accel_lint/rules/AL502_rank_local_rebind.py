@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import MAYBE, YES, FileModel
+from .base import Finding, Rule, quote
+
+
+class RankLocalRebind(Rule):
+    """A prepared object's name rebound on some ranks only, then used on all.
+
+    ## What it does
+    Flags an assignment inside a rank guard (`if accelerator.is_main_process:`) to a name
+    that held a prepared object (`model = accelerator.unwrap_model(model)`), when the name is
+    read again after the guard.
+    Not flagged: new names inside the guard; names never read after it; the same rebinding
+    in both branches.
+
+    ## Why is this bad?
+    After the block the main process holds the bare module and the other ranks the wrapper:
+    a later forward or backward on the main process bypasses DDP's gradient reducer (the
+    others hang in the all-reduce, or main trains unsynchronized), and under FSDP/ZeRO-3 the
+    main process's module is no longer gathered.
+
+    ## Example
+    ```python
+    if accelerator.is_main_process:
+        model = accelerator.unwrap_model(model)
+        model.save_pretrained("out")
+    outputs = model(**batch)
+    ```
+
+    ## Use instead
+    ```python
+    if accelerator.is_main_process:
+        unwrapped = accelerator.unwrap_model(model)
+        unwrapped.save_pretrained("out")
+    outputs = model(**batch)
+    ```
+    """
+
+    code = "AL502"
+    name = "rank-local-rebind"
+    severity = "warning"
+    summary = "a prepared object's name rebound under a rank guard and used after it: ranks hold different objects"
+
+    VALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        if accelerator.is_main_process:
+            unwrapped = accelerator.unwrap_model(model)
+            unwrapped.save_pretrained("out")
+        outputs = model(**batch)
+        """,
+    ]
+    INVALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        if accelerator.is_main_process:
+            model = accelerator.unwrap_model(model)  # expect: AL502
+            model.save_pretrained("out")
+        outputs = model(**batch)
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for node in model.index.loads_in(model.module) + [n for f in model.index.functions
+                                                          for n in model.index.loads_in(f)]:
+            parent = model.index.parents.get(node)
+            if not (isinstance(parent, cst.AssignTarget) and isinstance(node, cst.Name)):
+                continue
+            assign = model.index.parents.get(parent)
+            guard = _rank_if(model, assign) if isinstance(assign, cst.Assign) else None
+            if guard is None:
+                continue
+            name = node.value
+            scope = model.scope_of(node)
+            if not _held_prepared_before(model, name, scope, assign) or not _read_after(model, name, scope, guard):
+                continue
+            yield Finding(node, f"`{name}` held a prepared object and is rebound only where "
+                                f"{quote(model.code(guard.test))} (line {model.line_of(guard)}) is true; after line "
+                                f"{model.position_of(guard)[2]} it refers to different objects on different ranks (the "
+                                f"bare module on some, the wrapper on others); use a new name inside the guard")
+
+
+def _rank_if(model: FileModel, node: cst.CSTNode) -> cst.If | None:
+    """The innermost ``if`` on a rank predicate whose body holds ``node``."""
+    child = node
+    for parent in model.ancestors(node):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        if isinstance(parent, cst.If) and child is parent.body and model.ranks.is_rank_dependent(parent.test):
+            return parent
+        child = parent
+    return None
+
+
+def _reads(model: FileModel, name: str, scope) -> list[cst.Name]:
+    return [n for n in model.index.loads_in(scope.body if isinstance(scope, cst.FunctionDef) else scope)
+            if isinstance(n, cst.Name) and n.value == name
+            and not isinstance(model.index.parents.get(n), cst.AssignTarget)]
+
+
+def _held_prepared_before(model: FileModel, name: str, scope, assign: cst.Assign) -> bool:
+    for read in _reads(model, name, scope):
+        if any(p is assign for p in model.ancestors(read)):
+            value = model.value_at(read)
+            if value is not None and value.prepared in (YES, MAYBE):  # MAYBE: the loop's next pass sees the rebinding
+                return True
+    return False
+
+
+def _read_after(model: FileModel, name: str, scope, block: cst.If) -> bool:
+    end = model.position_of(block)[2]
+    return any(model.position_of(read)[0] > end for read in _reads(model, name, scope))
