@@ -97,13 +97,14 @@ class RankDivergentExit(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for loop in model.index.loops:
-            if not _has_collectives(model, loop):
-                continue
-            for node in model.index.walk(loop.body):
-                exit_kind = _exit_kind(model, node)
-                if exit_kind is None or _enclosing_loop(model, node) is not loop:
-                    continue
-                if exit_kind == "continue" and not _collective_after(model, node, loop):
+            body = list(model.index.walk(loop.body))  # source order
+            exits = [(i, n, k) for i, n in enumerate(body) if (k := _exit_kind(model, n)) is not None
+                     and _enclosing_loop(model, n) is loop]
+            if not exits or not _has_collectives(model, loop):
+                continue  # cheap test first: most loops have no exit statement
+            for index, node, exit_kind in exits:
+                if exit_kind == "continue" and not any(
+                        isinstance(later, cst.Call) and _is_collective(model, later) for later in body[index + 1:]):
                     continue
                 yield from self._report(model, node, loop, exit_kind)
 
@@ -144,12 +145,6 @@ def _is_collective(model: FileModel, call: cst.Call) -> bool:
 
 def _has_collectives(model: FileModel, loop) -> bool:
     return any(_is_collective(model, c) for c in model.calls_in(loop.body))
-
-
-def _collective_after(model: FileModel, node: cst.CSTNode, loop) -> bool:
-    """A collective later in the loop body than the ``continue`` (which then skips it)."""
-    where = model.position_of(node)[:2]
-    return any(_is_collective(model, c) and model.position_of(c)[:2] > where for c in model.calls_in(loop.body))
 
 
 def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> str | None:

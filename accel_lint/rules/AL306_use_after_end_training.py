@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel
+from ..model import FileModel, last_attr
 from .base import Finding, Rule
 
 
@@ -79,20 +79,17 @@ class UseAfterEndTraining(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for end in model.index.calls:
-            if model.op_kind(end) != "END":
+            if (last_attr(end.func) or "") not in ("end_training", "destroy_process_group") or \
+                    model.op_kind(end) != "END":
                 continue
             statement = model.statement_of(end)
-            line = model.line_of(end)
             what = model.code(end.func)
             for later in _statements_after(model, statement):
                 for call in model.calls_in(later):
                     kind = model.op_kind(call)
                     if kind is None or kind == "END":
-                        if kind is None and model.performs(call, "BARRIER"):
-                            kind = "BARRIER"
-                        else:
-                            continue
-                    yield Finding(call, f"`{model.code(call.func)}()` runs after `{what}()` (line {line}), which "
+                        continue
+                    yield Finding(call, f"`{model.code(call.func)}()` runs after `{what}()` (line {model.line_of(end)}), which "
                                         f"destroyed the process group: it raises `Default process group has not "
                                         f"been initialized`; move `{what}()` after the last collective")
 

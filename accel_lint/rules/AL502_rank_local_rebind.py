@@ -70,10 +70,11 @@ class RankLocalRebind(Rule):
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
-        for node in model.index.loads_in(model.module) + [n for f in model.index.functions
-                                                          for n in model.index.loads_in(f)]:
+        # a name being rebound has, at that point, the value it held: start from prepared ones
+        for node, held in list(model.objects.values.items()):
             parent = model.index.parents.get(node)
-            if not (isinstance(parent, cst.AssignTarget) and isinstance(node, cst.Name)):
+            if not (isinstance(parent, cst.AssignTarget) and isinstance(node, cst.Name)) or \
+                    held.prepared not in (YES, MAYBE):
                 continue
             assign = model.index.parents.get(parent)
             guard = _rank_if(model, assign) if isinstance(assign, cst.Assign) else None
@@ -84,9 +85,9 @@ class RankLocalRebind(Rule):
             if not _held_prepared_before(model, name, scope, assign) or not _read_after(model, name, scope, guard):
                 continue
             yield Finding(node, f"`{name}` held a prepared object and is rebound only where "
-                                f"{quote(model.code(guard.test))} (line {model.line_of(guard)}) is true; after line "
-                                f"{model.position_of(guard)[2]} it refers to different objects on different ranks (the "
-                                f"bare module on some, the wrapper on others); use a new name inside the guard")
+                                f"{quote(model.code(guard.test))} (line {model.line_of(guard)}) is true; after that "
+                                f"block it refers to different objects on different ranks (the bare module on some, "
+                                f"the wrapper on others); use a new name inside the guard")
 
 
 def _rank_if(model: FileModel, node: cst.CSTNode) -> cst.If | None:
@@ -117,5 +118,15 @@ def _held_prepared_before(model: FileModel, name: str, scope, assign: cst.Assign
 
 
 def _read_after(model: FileModel, name: str, scope, block: cst.If) -> bool:
-    end = model.position_of(block)[2]
-    return any(model.position_of(read)[0] > end for read in _reads(model, name, scope))
+    """A read of ``name`` after the ``if`` in source order (pre-order walk), outside it, or
+    anywhere in a loop around it (the next pass reads it after the block)."""
+    order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
+    inside = {id(n) for n in model.index.walk(block)}
+    start = next(i for i, n in enumerate(order) if n is block)
+    if any(isinstance(n, cst.Name) and n.value == name and id(n) not in inside and
+           not isinstance(model.index.parents.get(n), cst.AssignTarget) for n in order[start:]):
+        return True
+    loop = next((p for p in model.ancestors(block) if isinstance(p, (cst.For, cst.While))), None)
+    return loop is not None and any(isinstance(n, cst.Name) and n.value == name and id(n) not in inside and
+                                    not isinstance(model.index.parents.get(n), cst.AssignTarget)
+                                    for n in model.index.walk(loop.body))
