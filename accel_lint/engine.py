@@ -98,6 +98,22 @@ def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule
         _parse_and_analyse(data, path, config, enabled, result, want_fixes)
 
 
+def _no_validation(node) -> None:
+    pass
+
+
+def _parse_trusted(data: bytes) -> cst.Module:
+    """libcst validates every node it constructs, which is a tenth of the parse; the parser's
+    own output is valid by construction (libcst's source says as much), so validation is off
+    while it parses. Nodes built later (fixes) are validated as usual, and fixes are re-parsed."""
+    original = cst.CSTNode.__post_init__
+    cst.CSTNode.__post_init__ = _no_validation  # type: ignore[method-assign]
+    try:
+        return cst.parse_module(data)
+    finally:
+        cst.CSTNode.__post_init__ = original  # type: ignore[method-assign]
+
+
 @contextmanager
 def _no_cyclic_gc():
     """A parse allocates millions of nodes and the cyclic collector would scan them again
@@ -115,7 +131,7 @@ def _no_cyclic_gc():
 def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
                        want_fixes: bool) -> None:
     try:
-        module = cst.parse_module(data)
+        module = _parse_trusted(data)
     except cst.ParserSyntaxError as exc:
         position = _syntax_error_position(data, exc)
         if position is None:  # valid Python that libcst's parser cannot handle (e.g. its nesting limit)
@@ -162,9 +178,9 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
         result.errors.append(FileError(path, _internal("building the model", exc), internal=True, detail=_traceback(exc)))
         return
     text = data.decode(module.encoding, errors="replace")
-    suppressions = scan_suppressions(text)
-    for bad in suppressions.malformed:
-        result.notices.append(Notice(path, f"line {bad.line}: {bad.message} (ignored)"))
+    # Tokenizing for comments costs as much as a tenth of the analysis: only when a finding
+    # may be suppressed, or a directive of ours could be unused or malformed.
+    suppressions = scan_suppressions(text) if _names_our_directives(text) else None
     codes = {r.code for r in enabled}
     for rule_cls in enabled:
         if rule_cls.code in ENGINE_RULES:
@@ -174,6 +190,8 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
             if not rule.applies_to(model):
                 continue
             for finding in rule.check(model):
+                if suppressions is None:
+                    suppressions = scan_suppressions(text)
                 if suppressions.ignores_file(rule.code, rule.name):
                     continue
                 line, col, end_line, end_col = model.position_of(finding.node)
@@ -195,8 +213,20 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
             raise
         except Exception as exc:
             result.errors.append(FileError(path, _internal(rule.code, exc), internal=True, detail=_traceback(exc)))
+    if suppressions is None:
+        return
+    for bad in suppressions.malformed:
+        result.notices.append(Notice(path, f"line {bad.line}: {bad.message} (ignored)"))
     if "AL002" in codes and not suppressions.ignores_file("AL002", "unused-suppression"):
         _unused_suppressions(path, text.splitlines(), suppressions, enabled, result)
+
+
+_OUR_DIRECTIVE = re.compile(r"accel-lint|noqa\s*:[^\n]*(\bAL\d|\b[a-z]+(-[a-z]+){1,})", re.IGNORECASE)
+
+
+def _names_our_directives(text: str) -> bool:
+    """A directive that names our codes or rule names, a malformed one, or a file-ignore."""
+    return bool(_OUR_DIRECTIVE.search(text)) or bool(re.search(r"noqa\s*:\s*(#|$)", text, re.MULTILINE))
 
 
 def _unused_suppressions(path: str, text_lines: list[str], suppressions: Suppressions, enabled: list[type[Rule]],
