@@ -21,7 +21,7 @@ from . import __version__
 from .diagnostics import Diagnostic, FileError, Notice
 
 CACHE_DIR_NAME = ".accel_lint_cache"
-CACHE_FORMAT = 3  # bump when an entry's layout changes
+CACHE_FORMAT = 4  # bump when an entry's layout changes
 
 
 def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:
@@ -40,17 +40,20 @@ class ResultCache:
     def _path(self, key: str) -> Path:
         return self.directory / __version__ / key[:2] / f"{key}.json"
 
-    def get(self, key: str, path: str) -> tuple[list[Diagnostic], list[FileError], list[Notice]] | None:
+    def get(self, key: str, path: str) -> tuple | None:
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
             diagnostics = [Diagnostic(path, *d) for d in data["diagnostics"]]
             errors = [FileError(path, message) for message in data["errors"]]
             notices = [Notice(path, message) for message in data.get("notices", [])]
+            summary = {name: [tuple(op) for op in ops] for name, ops in data.get("summary", {}).items()}
+            imports = [tuple(i) for i in data.get("imports", [])]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return diagnostics, errors, notices
+        return diagnostics, errors, notices, summary, imports
 
-    def put(self, key: str, diagnostics: list[Diagnostic], errors: list[FileError], notices: list[Notice]) -> None:
+    def put(self, key: str, diagnostics: list[Diagnostic], errors: list[FileError], notices: list[Notice],
+            summary: dict | None = None, imports: list | None = None) -> None:
         if any(e.internal for e in errors):
             return
         entry = {
@@ -58,6 +61,8 @@ class ResultCache:
                              d.scope, d.statement, d.fix, d.tag] for d in diagnostics],
             "errors": [e.message for e in errors],
             "notices": [n.message for n in notices],
+            "summary": summary or {},
+            "imports": imports or [],
         }
         target = self._path(key)
         try:

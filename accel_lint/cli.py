@@ -130,6 +130,9 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelera
         outcome = workflow.fix_files(result, config, unsafe_fixes, write=apply_fixes)
         result.notices.extend(outcome.notices)
         diagnostics = outcome.diagnostics
+        if apply_fixes and outcome.applied:
+            # what remains, with the analysis across modules (a fixed helper changes its callers)
+            diagnostics = lint_paths(files, config, jobs or os.cpu_count() or 1).diagnostics
         fixed_anything = bool(outcome.applied)
         if show_diff:
             diff = outcome.diff()

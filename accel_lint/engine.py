@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
 import re
 import sys
 import traceback
@@ -55,12 +56,18 @@ class LintResult:
     # and each fixable diagnostic's fix, for accel_lint.fixes
     module: cst.Module | None = None
     fixes: list[tuple[Diagnostic, Fix]] = field(default_factory=list)
+    # for the analysis across modules: what this file exports (functions that perform
+    # collectives) and what it imports by name; see resolve_project
+    summary: dict = field(default_factory=dict)
+    imports: list = field(default_factory=list)
+    path: str = ""
 
 
 def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None,
-                want_fixes: bool = False) -> LintResult:
-    """Lint one file's contents. ``rules`` defaults to every enabled rule."""
-    result = LintResult(files_checked=1)
+                want_fixes: bool = False, external: dict | None = None) -> LintResult:
+    """Lint one file's contents. ``rules`` defaults to every enabled rule. ``external``: what the
+    functions this file imports from other modules of the tree do (see :func:`lint_paths`)."""
+    result = LintResult(files_checked=1, path=path)
     data = source.encode("utf-8") if isinstance(source, str) else source
     if len(data) > config.max_file_size:
         result.notices.append(_too_large(path, len(data), config))
@@ -71,18 +78,18 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     if not may_have_findings(data, config):
         return result
     enabled = [r for r in (rules if rules is not None else all_rules()) if config.is_enabled(r.code, path)]
-    use_cache = config.cache_dir is not None and rules is None and not want_fixes
+    use_cache = config.cache_dir is not None and rules is None and not want_fixes and not external
     cache = ResultCache(config.cache_dir) if use_cache else None
     key = cache_key(data, [r.code for r in enabled], config.settings_fingerprint()) if cache else ""
     if cache is not None:
         hit = cache.get(key, path)
         if hit is not None:
-            result.diagnostics, result.errors, result.notices = hit
+            result.diagnostics, result.errors, result.notices, result.summary, result.imports = hit
             result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
             return result
-    _lint_parsed(data, path, config, enabled, result, want_fixes)
+    _lint_parsed(data, path, config, enabled, result, want_fixes, external)
     if cache is not None:
-        cache.put(key, result.diagnostics, result.errors, result.notices)
+        cache.put(key, result.diagnostics, result.errors, result.notices, result.summary, result.imports)
     # after the cache: the same file content gives the same findings under any config
     result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
     if result.fixes:
@@ -92,10 +99,10 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
 
 
 def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
-                 want_fixes: bool = False) -> None:
+                 want_fixes: bool = False, external: dict | None = None) -> None:
     """Parse, build the model, run the rules; everything goes into ``result``."""
     with _no_cyclic_gc():
-        _parse_and_analyse(data, path, config, enabled, result, want_fixes)
+        _parse_and_analyse(data, path, config, enabled, result, want_fixes, external)
 
 
 def _no_validation(node) -> None:
@@ -129,7 +136,7 @@ def _no_cyclic_gc():
 
 
 def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
-                       want_fixes: bool) -> None:
+                       want_fixes: bool, external: dict | None = None) -> None:
     try:
         module = _parse_trusted(data)
     except cst.ParserSyntaxError as exc:
@@ -153,7 +160,7 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
         return
     try:
         with _deep_recursion():
-            _analyse(module, data, path, config, enabled, result)
+            _analyse(module, data, path, config, enabled, result, external)
     except RecursionError:
         # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
         result.diagnostics = []
@@ -167,11 +174,11 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
 
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
-             result: LintResult) -> None:
+             result: LintResult, external: dict | None = None) -> None:
     """Model once, then every enabled rule; an exception in one rule is that rule's internal error.
     Suppression comments are applied here, and AL002 reports the ones that suppressed nothing."""
     try:
-        model = FileModel(module, config.accelerator_names)
+        model = FileModel(module, config.accelerator_names, external)
     except RecursionError:
         raise
     except Exception as exc:  # an analysis bug must not stop the run
@@ -213,6 +220,13 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
             raise
         except Exception as exc:
             result.errors.append(FileError(path, _internal(rule.code, exc), internal=True, detail=_traceback(exc)))
+    try:
+        result.summary = model.module_summary()
+        result.imports = model.project_imports()
+    except RecursionError:
+        raise
+    except Exception as exc:
+        result.errors.append(FileError(path, _internal("the module summary", exc), internal=True, detail=_traceback(exc)))
     if suppressions is None:
         return
     for bad in suppressions.malformed:
@@ -294,7 +308,7 @@ def lint_file(path: Path, config: Config) -> LintResult:
     return lint_source(data, display, config)
 
 
-def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = False):
+def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = False, external: dict | None = None):
     """Lint a notebook's code cells as one module; positions come back as (cell, line).
     With ``want_fixes`` the parsed notebook is returned too: ``(result, notebook)``."""
     from . import notebooks
@@ -304,7 +318,7 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     except (UnicodeDecodeError, notebooks.NotebookError) as exc:
         result = LintResult(errors=[FileError(path, f"cannot read notebook: {exc}; skipped")], files_checked=1)
         return (result, None) if want_fixes else result
-    result = lint_source(notebook.module.encode("utf-8"), path, config, want_fixes=want_fixes)
+    result = lint_source(notebook.module.encode("utf-8"), path, config, want_fixes=want_fixes, external=external)
     result.diagnostics = [_to_cell(d, notebook) for d in result.diagnostics]
     result.fixes = [(_to_cell(d, notebook), fix) for d, fix in result.fixes]
     result.notices = [replace(n, message=_cell_lines(n.message, notebook, None)) for n in result.notices]
@@ -346,10 +360,14 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1,
         results = _lint_in_workers(files, config, jobs)
     else:
         results = (lint_file(path, config) for path in files)
-    total = LintResult()
+    collected: list[LintResult] = []
     for done, one in enumerate(results, 1):
         if progress is not None:
             progress(done, len(files))
+        collected.append(one)
+    collected = _across_modules(collected, config)
+    total = LintResult()
+    for one in collected:
         total.diagnostics.extend(one.diagnostics)
         total.errors.extend(one.errors)
         total.notices.extend(one.notices)
@@ -358,6 +376,72 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1,
     total.errors.sort(key=lambda e: e.path)
     total.notices.sort(key=lambda n: n.path)
     return total
+
+
+def _across_modules(results: list[LintResult], config: Config) -> list[LintResult]:
+    """The second pass: a file that imports, from another module of the linted tree, a
+    function that performs collectives is linted again knowing what that function does.
+    Only those files are linted twice; the first pass gave every file's summary."""
+    exporting = {os.path.abspath(r.path): r.summary for r in results if r.summary}
+    if not exporting:
+        return results
+    out = []
+    for result in results:
+        external = _imported_ops(result, exporting) if result.imports else {}
+        if not external:
+            out.append(result)
+            continue
+        path = Path(result.path)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            out.append(result)
+            continue
+        again = lint_notebook(data, result.path, config, external=external) if path.suffix == ".ipynb" else \
+            lint_source(data, result.path, config, external=external)
+        out.append(again)
+    return out
+
+
+def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, list[tuple[str, str]]]:
+    """local name -> ops, for each name this file imports from a linted module that exports it."""
+    here = os.path.dirname(os.path.abspath(result.path))
+    found: dict[str, list[tuple[str, str]]] = {}
+    for level, module, name, local in result.imports:
+        for candidate in _module_files(here, level, module):
+            summary = exporting.get(candidate)
+            if summary is not None:
+                if name in summary:
+                    found[local] = [tuple(op) for op in summary[name]]
+                break
+    return found
+
+
+def _module_files(here: str, level: int, module: str) -> list[str]:
+    """Where ``from <level dots><module> import ...`` can live: relative to the importing file
+    for relative imports; for absolute ones, next to it (scripts) or under any folder above it
+    (packages)."""
+    parts = module.split(".") if module else []
+    if level:
+        base = here
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        bases = [base]
+    else:
+        bases, folder = [], here
+        while True:
+            bases.append(folder)
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    out = []
+    for base in bases:
+        if not parts:
+            continue
+        target = os.path.join(base, *parts)
+        out.extend([target + ".py", os.path.join(target, "__init__.py")])
+    return out
 
 
 def _lint_in_workers(files: list[Path], config: Config, jobs: int) -> Iterator[LintResult]:

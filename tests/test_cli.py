@@ -344,3 +344,27 @@ def test_permission_denied_is_reported_even_when_running_as_root(write, tmp_path
     assert f"{locked}: cannot read: Permission denied; skipped" in result.output
     assert "z_train.py:6:5: AL101" in result.output
     assert result.exit_code == 2
+
+
+def test_collectives_in_another_module_of_the_tree_are_seen_at_the_guarded_call(tmp_path):
+    import shutil
+
+    from conftest import REPO
+
+    shutil.copytree(REPO / "fixtures" / "project", tmp_path / "project")
+    for args in ((), ("--jobs", "1")):
+        found = json.loads(run_cli(str(tmp_path / "project"), "--no-cache", "--output-format", "json", *args).stdout)
+        assert [(os.path.basename(f["path"]), f["line"], f["code"]) for f in found] == \
+            [("train.py", 13, "AL301"), ("train.py", 14, "AL302")]
+        assert "`evaluate() → accelerator.gather_for_metrics()`" in found[0]["message"]
+    # the summaries survive the cache: a warm run gives the same findings
+    cache = tmp_path / "cache"
+    first = run_cli(str(tmp_path / "project"), "--cache-dir", str(cache), "--output-format", "concise").stdout
+    second = run_cli(str(tmp_path / "project"), "--cache-dir", str(cache), "--output-format", "concise").stdout
+    assert first == second and "AL302" in second
+    # a helper that stops performing the collective takes its callers' findings with it
+    (tmp_path / "project" / "pkg" / "engine.py").write_text("def evaluate(a, m, b):\n    return 1\n"
+                                                            "def save_everything(a, p):\n    pass\n"
+                                                            "def plain_helper(x):\n    return x\n")
+    third = run_cli(str(tmp_path / "project"), "--cache-dir", str(cache), "--output-format", "concise").stdout
+    assert "AL301" not in third and "AL302" not in third

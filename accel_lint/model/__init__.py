@@ -43,10 +43,12 @@ __all__ = ["FileModel", "dotted_name", "last_attr", "Value", "Guard", "Op", "Div
 class FileModel:
     """Everything the rules may ask about one parsed file."""
 
-    def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES) -> None:
+    def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
+                 external: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.module = module
         self.index = FileIndex(module)
         self.accelerator_names = accelerator_names
+        self.external = external or {}
         self._positions = None
 
     @cached_property
@@ -132,7 +134,34 @@ class FileModel:
     # -- ranks and collectives ----------------------------------------------------------------
     @cached_property
     def ops(self) -> OpAnalysis:
-        return OpAnalysis(self.index, self.objects, self.ranks)
+        return OpAnalysis(self.index, self.objects, self.ranks, external=self.external)
+
+    # -- across modules ---------------------------------------------------------------------------
+    def module_summary(self) -> dict[str, list[tuple[str, str]]]:
+        """For other modules of the tree: module-level functions that perform collectives."""
+        if not (self.is_accelerate_file or self.uses_torch_distributed):
+            return {}
+        out = {}
+        for name, fn in self.index.module_functions.items():
+            ops = self.ops.exported_ops(fn)
+            if ops:
+                out[name] = ops
+        return out
+
+    def project_imports(self) -> list[tuple[int, str, str, str]]:
+        """``from [.]*module import name [as local]`` anywhere in the file, as
+        (relative level, module, name, local name)."""
+        out = []
+        for node in self.index.import_froms:
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            module = dotted_name(node.module) if node.module is not None else ""
+            for alias in node.names:
+                name = dotted_name(alias.name) or ""
+                local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
+                    else name
+                out.append((len(node.relative), module or "", name, local))
+        return out
 
     @property
     def divergences(self) -> list[Divergence]:

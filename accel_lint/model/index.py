@@ -61,6 +61,7 @@ class FileIndex:
         self.calls: list[cst.Call] = []
         self.loops: list[cst.For | cst.While] = []
         self.string_literals: set[str] = set()
+        self.import_froms: list[cst.ImportFrom] = []
         self.identifiers: set[str] = set()  # every Name in the file (names and attribute names)
         self._scopes: list[ScopeNode] = [module]
         self._class_stack: list[ClassInfo] = []
@@ -129,6 +130,8 @@ class FileIndex:
 
     def _enter_import(self, node: cst.Import | cst.ImportFrom) -> None:
         self.imports.add(node)
+        if type(node) is cst.ImportFrom:
+            self.import_froms.append(node)
 
     def _enter_call(self, node: cst.Call) -> None:
         self.calls.append(node)

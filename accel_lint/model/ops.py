@@ -98,6 +98,9 @@ class OpAnalysis:
     guards: dict[cst.CSTNode, Guard] = field(default_factory=dict)
     visits: dict[cst.CSTNode, set[str]] = field(default_factory=dict)
     divergences: list[Divergence] = field(default_factory=list)
+    # functions of other modules of the linted tree that this file imports by name:
+    # local name -> the collectives they perform, as (op kind, the call's source)
+    external: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._summaries: dict[tuple[ScopeNode, str], _Summary] = {}
@@ -281,6 +284,16 @@ class OpAnalysis:
             caller in self._component and self._component.get(caller) == self._component.get(callee)
         )
 
+    def exported_ops(self, fn: cst.FunctionDef) -> list[tuple[str, str]]:
+        """What another module needs to know about ``fn``: the collectives it performs on any
+        rank class, in order of first appearance, as (op kind, the call's source)."""
+        seen: dict[str, str] = {}
+        for cls in self.ranks.classes:
+            for kind, op in _flatten(self.summary(fn, cls).items, None):
+                if op is not None and kind != OPAQUE and kind not in seen:
+                    seen[kind] = _source(op.origin)
+        return list(seen.items())
+
     def kinds_performed(self, fn: cst.FunctionDef) -> set[str]:
         """Op kinds a same-file function performs on any rank class (helpers included)."""
         kinds: set[str] = set()
@@ -373,6 +386,10 @@ def _strongly_connected(index: FileIndex) -> dict[ScopeNode, int]:
                     for member in members:
                         component[member] = order[node]
     return component
+
+
+def _source(call: cst.Call) -> str:
+    return " ".join(cst.Module([]).code_for_node(call.func).split())
 
 
 def _kinds(tokens: list[tuple[str, Op | None]]) -> list[str]:
@@ -630,6 +647,11 @@ class _Walker:
                     if callback is not None and callback is not self.scope and self.a.kinds_performed(callback):
                         items.append(Op(OPAQUE, call, call, (), guard))
             target = self.a.index.resolve_call(call)
+            if target is None and isinstance(call.func, cst.Name) and call.func.value in self.a.external:
+                for kind, source in self.a.external[call.func.value]:
+                    origin = cst.parse_expression(source + "()")
+                    items.append(Op(kind, call, origin, (call.func.value,), guard))
+                continue
             if target is None or self.a.same_cycle(self.scope, target):
                 continue  # unknown callee, or recursion: opaque, the same way from every entry point
             name = self.a.index.functions[target].qualname
