@@ -15,9 +15,8 @@ from .config import Config, ConfigError, find_pyproject, load_accelerate_configs
 from .discovery import discover
 from .engine import lint_paths
 from . import baseline as baseline_io
-from . import workflow
 from .report import FORMATS, Run, RuleInfo, render
-from .rules import all_rules, rule_by_code
+from .rules import all_rules, rule_by_code, rule_table
 
 
 PROGRESS_MIN_FILES = 200
@@ -31,7 +30,7 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _check_codes(codes: tuple[str, ...], flag: str) -> None:
-    known = [r.code for r in all_rules()]
+    known = [code for code, _ in rule_table()]
     for code in codes:
         if not code.startswith("AL") or not any(k.startswith(code) for k in known):
             raise click.UsageError(f"{flag}: unknown rule code or prefix {code!r} (see --list-rules)")
@@ -121,12 +120,16 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelera
     result = lint_paths(files, config, jobs or os.cpu_count() or 1, _progress_reporter(len(files)))
     diagnostics = result.diagnostics
     if add_noqa:
+        from . import workflow
+
         added = workflow.add_noqa(diagnostics)
         click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
         _print_problems(result, verbose)
         sys.exit(2 if missing or result.errors else 0)
     fixed_anything = False
     if apply_fixes or show_diff:
+        from . import workflow
+
         outcome = workflow.fix_files(result, config, unsafe_fixes, write=apply_fixes)
         result.notices.extend(outcome.notices)
         diagnostics = outcome.diagnostics
@@ -158,7 +161,7 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelera
         if filtered.stale:
             click.echo(f"accel-lint: note: {filtered.stale} baseline entr{'ies' if filtered.stale != 1 else 'y'} no "
                        f"longer occur; run with --update-baseline to tighten the baseline", err=True)
-    run = Run(rules=_rule_infos(), root=repo_root, version=__version__, files_checked=result.files_checked,
+    run = Run(rules=_rule_infos(full=output_format == "sarif"), root=repo_root, version=__version__, files_checked=result.files_checked,
               quiet=quiet, statistics=statistics, show_fixes=show_fixes, unsafe_fixes=unsafe_fixes)
     report = render(output_format, diagnostics, run)
     if show_diff:
@@ -185,8 +188,12 @@ def _print_problems(result, verbose: bool) -> None:
             click.echo("  " + error.detail.replace("\n", "\n  "), err=True)
 
 
-def _rule_infos() -> dict[str, RuleInfo]:
-    return {r.code: RuleInfo(r.code, r.name, r.severity, r.summary, r.docs()) for r in all_rules()}
+def _rule_infos(full: bool) -> dict[str, RuleInfo]:
+    """Every rule's metadata for the reporters; summaries and docs (which import the rule
+    modules, and libcst with them) only for SARIF, the one format that embeds them."""
+    if full:
+        return {r.code: RuleInfo(r.code, r.name, r.severity, r.summary, r.docs()) for r in all_rules()}
+    return {code: RuleInfo(code, name, "", "", "") for code, name in rule_table()}
 
 
 def _repository_root(start: Path) -> Path:

@@ -17,16 +17,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
-from .model import FileModel
-from .rules import Rule, all_rules
-from .rules.base import Fix
+from .rules import all_rules, rule_table
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from .rules.base import Fix, Rule
 
 ENGINE_RULES = {"AL001", "AL002"}  # reported by the engine itself, not by a rule's check()
 from .suppressions import Suppressions, scan as scan_suppressions
@@ -64,9 +66,10 @@ class LintResult:
 
 
 def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None,
-                want_fixes: bool = False, external: dict | None = None) -> LintResult:
+                want_fixes: bool = False, external: dict | None = None, cache_only: bool = False) -> LintResult | None:
     """Lint one file's contents. ``rules`` defaults to every enabled rule. ``external``: what the
-    functions this file imports from other modules of the tree do (see :func:`lint_paths`)."""
+    functions this file imports from other modules of the tree do (see :func:`lint_paths`).
+    ``cache_only``: return the cached result, or ``None`` instead of analysing."""
     result = LintResult(files_checked=1, path=path)
     data = source.encode("utf-8") if isinstance(source, str) else source
     if len(data) > config.max_file_size:
@@ -77,16 +80,22 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         return result
     if not may_have_findings(data, config):
         return result
-    enabled = [r for r in (rules if rules is not None else all_rules()) if config.is_enabled(r.code, path)]
-    use_cache = config.cache_dir is not None and rules is None and not want_fixes and not external
+    codes = [code for code, _ in rule_table()] if rules is None else [r.code for r in rules]
+    codes = [code for code in codes if config.is_enabled(code, path)]
+    use_cache = config.cache_dir is not None and rules is None and not want_fixes
     cache = ResultCache(config.cache_dir) if use_cache else None
-    key = cache_key(data, [r.code for r in enabled], config.settings_fingerprint()) if cache else ""
+    # a second-pass result depends on what the imported functions do: that is part of its key
+    settings = config.settings_fingerprint() + (f"|{sorted(external.items())}" if external else "")
+    key = cache_key(data, codes, settings) if cache else ""
     if cache is not None:
         hit = cache.get(key, path)
         if hit is not None:
             result.diagnostics, result.errors, result.notices, result.summary, result.imports = hit
             result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
             return result
+    if cache_only:
+        return None
+    enabled = [r for r in (rules if rules is not None else all_rules()) if r.code in codes]
     _lint_parsed(data, path, config, enabled, result, want_fixes, external)
     if cache is not None:
         cache.put(key, result.diagnostics, result.errors, result.notices, result.summary, result.imports)
@@ -113,6 +122,8 @@ def _parse_trusted(data: bytes) -> cst.Module:
     """libcst validates every node it constructs, which is a tenth of the parse; the parser's
     own output is valid by construction (libcst's source says as much), so validation is off
     while it parses. Nodes built later (fixes) are validated as usual, and fixes are re-parsed."""
+    import libcst as cst
+
     original = cst.CSTNode.__post_init__
     cst.CSTNode.__post_init__ = _no_validation  # type: ignore[method-assign]
     try:
@@ -137,6 +148,8 @@ def _no_cyclic_gc():
 
 def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
                        want_fixes: bool, external: dict | None = None) -> None:
+    import libcst as cst
+
     try:
         module = _parse_trusted(data)
     except cst.ParserSyntaxError as exc:
@@ -177,6 +190,10 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
              result: LintResult, external: dict | None = None) -> None:
     """Model once, then every enabled rule; an exception in one rule is that rule's internal error.
     Suppression comments are applied here, and AL002 reports the ones that suppressed nothing."""
+    import libcst as cst
+
+    from .model import FileModel
+
     try:
         model = FileModel(module, config.accelerator_names, external)
     except RecursionError:
@@ -268,6 +285,8 @@ def _unused_suppressions(path: str, text_lines: list[str], suppressions: Suppres
                                 "warning", f"unused suppression {what}; remove it so it cannot hide a future finding",
                                 statement=f"noqa:{','.join(e for e, _ in unused)}", fix="safe")
         result.diagnostics.append(diagnostic)
+        from .rules.base import Fix
+
         edit = _noqa_rewrite(text_lines[noqa.line - 1], noqa, {e for e, _ in unused})
         result.fixes.append((diagnostic, Fix("safe", "remove the unused suppression", text_edits=(edit,))))
 
@@ -365,7 +384,7 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1,
         if progress is not None:
             progress(done, len(files))
         collected.append(one)
-    collected = _across_modules(collected, config)
+    collected = _across_modules(collected, config, jobs)
     total = LintResult()
     for one in collected:
         total.diagnostics.extend(one.diagnostics)
@@ -378,29 +397,52 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1,
     return total
 
 
-def _across_modules(results: list[LintResult], config: Config) -> list[LintResult]:
+def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) -> list[LintResult]:
     """The second pass: a file that imports, from another module of the linted tree, a
     function that performs collectives is linted again knowing what that function does.
     Only those files are linted twice; the first pass gave every file's summary."""
     exporting = {os.path.abspath(r.path): r.summary for r in results if r.summary}
     if not exporting:
         return results
-    out = []
-    for result in results:
-        external = _imported_ops(result, exporting) if result.imports else {}
-        if not external:
-            out.append(result)
-            continue
-        path = Path(result.path)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            out.append(result)
-            continue
-        again = lint_notebook(data, result.path, config, external=external) if path.suffix == ".ipynb" else \
-            lint_source(data, result.path, config, external=external)
-        out.append(again)
+    again = [(i, _imported_ops(r, exporting)) for i, r in enumerate(results) if r.imports]
+    again = [(i, external) for i, external in again if external]
+    if not again:
+        return results
+    out = list(results)
+    if config.cache_dir is not None:  # warm runs: cached second passes need no worker
+        missing = []
+        for i, external in again:
+            hit = _lint_file_with(Path(results[i].path), config, external, cache_only=True)
+            if hit is None:
+                missing.append((i, external))
+            else:
+                out[i] = hit
+        again = missing
+        if not again:
+            return out
+    paths = [Path(results[i].path) for i, _ in again]
+    externals = [external for _, external in again]
+    if jobs > 1 and len(again) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(again))) as pool:
+            redone = list(pool.map(_lint_file_with, paths, [config] * len(paths), externals))
+    else:
+        redone = [_lint_file_with(p, config, e) for p, e in zip(paths, externals)]
+    for (i, _), result in zip(again, redone):
+        out[i] = result
     return out
+
+
+def _lint_file_with(path: Path, config: Config, external: dict, cache_only: bool = False) -> LintResult | None:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return LintResult(errors=[FileError(path.as_posix(), f"cannot read: {exc.strerror or exc}; skipped")],
+                          files_checked=1, path=path.as_posix())
+    if path.suffix == ".ipynb":
+        return None if cache_only else lint_notebook(data, path.as_posix(), config, external=external)
+    return lint_source(data, path.as_posix(), config, external=external, cache_only=cache_only)
 
 
 def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, list[tuple[str, str]]]:

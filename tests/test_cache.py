@@ -39,7 +39,7 @@ def no_parsing(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("parsed although the cache holds the result")
 
-    monkeypatch.setattr(engine.cst, "parse_module", refuse)
+    monkeypatch.setattr(engine, "_parse_trusted", refuse)
 
 
 def test_second_run_is_served_from_the_cache(project, monkeypatch):

@@ -56,3 +56,28 @@ def test_rule_has_metadata_and_four_part_docs(rule):
 def test_codes_and_names_are_unique():
     assert len({r.code for r in RULES}) == len(RULES)
     assert len({r.name for r in RULES}) == len(RULES)
+
+
+def test_the_rule_table_read_from_module_names_matches_the_classes():
+    from accel_lint.rules import rule_table
+
+    assert list(rule_table()) == [(r.code, r.name) for r in RULES]
+
+
+def test_a_warm_run_never_imports_libcst(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text("from accelerate import Accelerator\naccelerator = Accelerator()\n"
+                                       "model = accelerator.prepare(model)\nmodel(x).loss.backward()\n")
+    cache = tmp_path / "cache"
+    code = ("import sys; from accel_lint.cli import main\n"
+            "try:\n    main([%r, '--cache-dir', %r])\nexcept SystemExit:\n    pass\n"
+            "print('libcst' in sys.modules)\n") % (str(tmp_path / "train.py"), str(cache))
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "ACCEL_LINT_NO_CACHE"}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert first.stdout.strip().endswith("True") and "AL101" in first.stdout
+    assert second.stdout.strip().endswith("False") and "AL101" in second.stdout

@@ -205,6 +205,7 @@ def test_fix_loop_reports_when_it_does_not_converge(tmp_path, monkeypatch):
                 yield Finding(call, "m", fix=Fix("safe", "grow", ((arg, cst.parse_expression(model.code(arg) + " + 1")),)))
 
     monkeypatch.setattr(engine, "all_rules", lambda: (Forever,))
+    monkeypatch.setattr(engine, "rule_table", lambda: (("AL998", "forever"),))
     outcome = fix_source(b"accelerator = None\nf(x)\n", "t.py", Config(), unsafe=False)
     assert outcome.fixed == "accelerator = None\nf(x" + " + 1" * MAX_ROUNDS + ")\n"
     assert any("did not converge" in n.message for n in outcome.notices)

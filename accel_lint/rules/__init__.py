@@ -6,9 +6,29 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
-from .base import Finding, Rule
 
-__all__ = ["Finding", "Rule", "all_rules", "rule_by_code"]
+__all__ = ["Finding", "Rule", "all_rules", "rule_by_code", "rule_table"]
+
+
+@lru_cache(maxsize=1)
+def rule_table() -> tuple[tuple[str, str], ...]:
+    """(code, name) of every rule, read from the module names (``AL301_rank_gated_collective``)
+    without importing them: a warm run, all cache hits, never needs libcst. A test checks that
+    the table matches the classes."""
+    out = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("AL") and "_" in info.name:
+            code, _, rest = info.name.partition("_")
+            out.append((code, rest.replace("_", "-")))
+    return tuple(sorted(out))
+
+
+def __getattr__(name: str):
+    if name in ("Finding", "Rule"):  # the base classes import libcst: only when asked for
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(name)
 
 
 @lru_cache(maxsize=1)
@@ -19,6 +39,8 @@ def all_rules() -> tuple[type[Rule], ...]:
         if not info.name.startswith("AL"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
+        from .base import Rule
+
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__:
                 found.append(obj)
