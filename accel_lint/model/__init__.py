@@ -150,7 +150,15 @@ class FileModel:
 
     def project_imports(self) -> list[tuple[int, str, str, str]]:
         """``from [.]*module import name [as local]`` anywhere in the file, as
-        (relative level, module, name, local name)."""
+        (relative level, module, name, local name), for the names this file calls under a rank
+        guard: only there can what the imported function does change a finding, so only such
+        files are linted a second time."""
+        if not (self.is_accelerate_file or self.uses_torch_distributed):
+            return []
+        guarded = {call.func.value for call in self.index.calls
+                   if isinstance(call.func, cst.Name) and self.rank_guard_of(call) is not None}
+        if not guarded:
+            return []
         out = []
         for node in self.index.import_froms:
             if isinstance(node.names, cst.ImportStar):
@@ -160,7 +168,8 @@ class FileModel:
                 name = dotted_name(alias.name) or ""
                 local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
                     else name
-                out.append((len(node.relative), module or "", name, local))
+                if local in guarded:
+                    out.append((len(node.relative), module or "", name, local))
         return out
 
     @property
