@@ -21,7 +21,7 @@ from . import __version__
 from .diagnostics import Diagnostic, FileError, Notice
 
 CACHE_DIR_NAME = ".accel_lint_cache"
-CACHE_FORMAT = 4  # bump when an entry's layout changes
+CACHE_FORMAT = 5  # bump when an entry's layout changes
 
 
 def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:
@@ -48,12 +48,13 @@ class ResultCache:
             notices = [Notice(path, message) for message in data.get("notices", [])]
             summary = {name: [tuple(op) for op in ops] for name, ops in data.get("summary", {}).items()}
             imports = [tuple(i) for i in data.get("imports", [])]
+            passes = [tuple(p) for p in data.get("passes", [])]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return diagnostics, errors, notices, summary, imports
+        return diagnostics, errors, notices, summary, imports, passes
 
     def put(self, key: str, diagnostics: list[Diagnostic], errors: list[FileError], notices: list[Notice],
-            summary: dict | None = None, imports: list | None = None) -> None:
+            summary: dict | None = None, imports: list | None = None, passes: list | None = None) -> None:
         if any(e.internal for e in errors):
             return
         entry = {
@@ -63,6 +64,7 @@ class ResultCache:
             "notices": [n.message for n in notices],
             "summary": summary or {},
             "imports": imports or [],
+            "passes": passes or [],
         }
         target = self._path(key)
         try:

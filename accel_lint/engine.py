@@ -62,11 +62,13 @@ class LintResult:
     # collectives) and what it imports by name; see resolve_project
     summary: dict = field(default_factory=dict)
     imports: list = field(default_factory=list)
+    passes: list = field(default_factory=list)  # prepared objects passed to imported functions
     path: str = ""
 
 
 def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None,
-                want_fixes: bool = False, external: dict | None = None, cache_only: bool = False) -> LintResult | None:
+                want_fixes: bool = False, external: dict | None = None, cache_only: bool = False,
+                incoming: dict | None = None) -> LintResult | None:
     """Lint one file's contents. ``rules`` defaults to every enabled rule. ``external``: what the
     functions this file imports from other modules of the tree do (see :func:`lint_paths`).
     ``cache_only``: return the cached result, or ``None`` instead of analysing."""
@@ -85,20 +87,23 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     use_cache = config.cache_dir is not None and rules is None and not want_fixes
     cache = ResultCache(config.cache_dir) if use_cache else None
     # a second-pass result depends on what the imported functions do: that is part of its key
-    settings = config.settings_fingerprint() + (f"|{sorted(external.items())}" if external else "")
+    settings = config.settings_fingerprint() + (f"|{sorted(external.items())}" if external else "") + \
+        (f"|{sorted(incoming.items())}" if incoming else "")
     key = cache_key(data, codes, settings) if cache else ""
     if cache is not None:
         hit = cache.get(key, path)
         if hit is not None:
-            result.diagnostics, result.errors, result.notices, result.summary, result.imports = hit
+            (result.diagnostics, result.errors, result.notices, result.summary, result.imports,
+             result.passes) = hit
             result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
             return result
     if cache_only:
         return None
     enabled = [r for r in (rules if rules is not None else all_rules()) if r.code in codes]
-    _lint_parsed(data, path, config, enabled, result, want_fixes, external)
+    _lint_parsed(data, path, config, enabled, result, want_fixes, external, incoming)
     if cache is not None:
-        cache.put(key, result.diagnostics, result.errors, result.notices, result.summary, result.imports)
+        cache.put(key, result.diagnostics, result.errors, result.notices, result.summary, result.imports,
+                  result.passes)
     # after the cache: the same file content gives the same findings under any config
     result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
     if result.fixes:
@@ -108,10 +113,10 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
 
 
 def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
-                 want_fixes: bool = False, external: dict | None = None) -> None:
+                 want_fixes: bool = False, external: dict | None = None, incoming: dict | None = None) -> None:
     """Parse, build the model, run the rules; everything goes into ``result``."""
     with _no_cyclic_gc():
-        _parse_and_analyse(data, path, config, enabled, result, want_fixes, external)
+        _parse_and_analyse(data, path, config, enabled, result, want_fixes, external, incoming)
 
 
 def _no_validation(node) -> None:
@@ -147,7 +152,7 @@ def _no_cyclic_gc():
 
 
 def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
-                       want_fixes: bool, external: dict | None = None) -> None:
+                       want_fixes: bool, external: dict | None = None, incoming: dict | None = None) -> None:
     import libcst as cst
 
     try:
@@ -173,7 +178,7 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
         return
     try:
         with _deep_recursion():
-            _analyse(module, data, path, config, enabled, result, external)
+            _analyse(module, data, path, config, enabled, result, external, incoming)
     except RecursionError:
         # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
         result.diagnostics = []
@@ -187,7 +192,7 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
 
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
-             result: LintResult, external: dict | None = None) -> None:
+             result: LintResult, external: dict | None = None, incoming: dict | None = None) -> None:
     """Model once, then every enabled rule; an exception in one rule is that rule's internal error.
     Suppression comments are applied here, and AL002 reports the ones that suppressed nothing."""
     import libcst as cst
@@ -195,7 +200,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     from .model import FileModel
 
     try:
-        model = FileModel(module, config.accelerator_names, external)
+        model = FileModel(module, config.accelerator_names, external, incoming)
     except RecursionError:
         raise
     except Exception as exc:  # an analysis bug must not stop the run
@@ -240,6 +245,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     try:
         result.summary = model.module_summary()
         result.imports = model.project_imports()
+        result.passes = model.prepared_arguments()
     except RecursionError:
         raise
     except Exception as exc:
@@ -402,19 +408,24 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) ->
     function that performs collectives is linted again knowing what that function does.
     Only those files are linted twice; the first pass gave every file's summary."""
     exporting = {os.path.abspath(r.path): r.summary for r in results if r.summary}
-    if not exporting:
+    incoming = _incoming_arguments(results)
+    if not exporting and not incoming:
         return results
-    again = [(i, _imported_ops(r, exporting)) for i, r in enumerate(results) if r.imports]
-    again = [(i, external) for i, external in again if external]
+    again = []
+    for i, r in enumerate(results):
+        external = _imported_ops(r, exporting) if r.imports and exporting else {}
+        passed = incoming.get(os.path.abspath(r.path), {})
+        if external or passed:
+            again.append((i, (external, passed)))
     if not again:
         return results
     out = list(results)
     if config.cache_dir is not None:  # warm runs: cached second passes need no worker
         missing = []
-        for i, external in again:
-            hit = _lint_file_with(Path(results[i].path), config, external, cache_only=True)
+        for i, context in again:
+            hit = _lint_file_with(Path(results[i].path), config, context, cache_only=True)
             if hit is None:
-                missing.append((i, external))
+                missing.append((i, context))
             else:
                 out[i] = hit
         again = missing
@@ -434,7 +445,10 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) ->
     return out
 
 
-def _lint_file_with(path: Path, config: Config, external: dict, cache_only: bool = False) -> LintResult | None:
+def _lint_file_with(path: Path, config: Config, context: tuple, cache_only: bool = False) -> LintResult | None:
+    """Lint a file again with what other modules say: (imported functions' collectives,
+    prepared objects its functions receive from other modules)."""
+    external, incoming = context
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -442,7 +456,23 @@ def _lint_file_with(path: Path, config: Config, external: dict, cache_only: bool
                           files_checked=1, path=path.as_posix())
     if path.suffix == ".ipynb":
         return None if cache_only else lint_notebook(data, path.as_posix(), config, external=external)
-    return lint_source(data, path.as_posix(), config, external=external, cache_only=cache_only)
+    return lint_source(data, path.as_posix(), config, external=external or None, cache_only=cache_only,
+                       incoming=incoming or None)
+
+
+def _incoming_arguments(results: list[LintResult]) -> dict[str, dict[str, dict[str, str]]]:
+    """file -> module function -> parameter -> kind of the prepared object some caller in another
+    module of the tree passes there."""
+    linted = {os.path.abspath(r.path) for r in results}
+    found: dict[str, dict[str, dict[str, str]]] = {}
+    for r in results:
+        here = os.path.dirname(os.path.abspath(r.path))
+        for level, module, name, passed in r.passes:
+            for candidate in _module_files(here, level, module):
+                if candidate in linted:
+                    found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
+                    break
+    return found
 
 
 def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, list[tuple[str, str]]]:

@@ -355,8 +355,8 @@ def test_collectives_in_another_module_of_the_tree_are_seen_at_the_guarded_call(
     for args in ((), ("--jobs", "1")):
         found = json.loads(run_cli(str(tmp_path / "project"), "--no-cache", "--output-format", "json", *args).stdout)
         assert [(os.path.basename(f["path"]), f["line"], f["code"]) for f in found] == \
-            [("train.py", 13, "AL301"), ("train.py", 14, "AL302")]
-        assert "`evaluate() → accelerator.gather_for_metrics()`" in found[0]["message"]
+            [("engine.py", 19, "AL501"), ("train.py", 13, "AL301"), ("train.py", 14, "AL302")]
+        assert "`evaluate() → accelerator.gather_for_metrics()`" in found[1]["message"]
     # the summaries survive the cache: a warm run gives the same findings
     cache = tmp_path / "cache"
     first = run_cli(str(tmp_path / "project"), "--cache-dir", str(cache), "--output-format", "concise").stdout
@@ -365,6 +365,28 @@ def test_collectives_in_another_module_of_the_tree_are_seen_at_the_guarded_call(
     # a helper that stops performing the collective takes its callers' findings with it
     (tmp_path / "project" / "pkg" / "engine.py").write_text("def evaluate(a, m, b):\n    return 1\n"
                                                             "def save_everything(a, p):\n    pass\n"
-                                                            "def plain_helper(x):\n    return x\n")
+                                                            "def plain_helper(x):\n    return x\n"
+                                                            "def export_weights(m, p):\n    pass\n")
     third = run_cli(str(tmp_path / "project"), "--cache-dir", str(cache), "--output-format", "concise").stdout
-    assert "AL301" not in third and "AL302" not in third
+    assert "AL301" not in third and "AL302" not in third and "AL501" not in third
+    # a caller that stops passing the prepared model takes the helper's finding with it
+    train = tmp_path / "project" / "pkg" / "train.py"
+    shutil.copy(REPO / "fixtures" / "project" / "pkg" / "engine.py", tmp_path / "project" / "pkg" / "engine.py")
+    train.write_text(train.read_text().replace('export_weights(model, "weights.pt")', 'export_weights(None, "w.pt")'))
+    fourth = run_cli(str(tmp_path / "project"), "--cache-dir", str(cache), "--output-format", "concise").stdout
+    assert "AL501" not in fourth and "AL301" in fourth
+
+
+def test_a_helper_in_another_module_that_expects_the_wrapper_is_not_flagged(tmp_path):
+    # trl/models/utils.py add_hooks(model: "DeepSpeedEngine") reads model.optimizer on purpose
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils.py").write_text('def add_hooks(model: "DeepSpeedEngine") -> None:\n'
+                                  '    return model.optimizer.parameter_offload\n'
+                                  'def describe(model):\n    return model.optimizer\n')
+    (pkg / "trainer.py").write_text("from accelerate import Accelerator\nfrom .utils import add_hooks, describe\n"
+                                    "accelerator = Accelerator()\nmodel = accelerator.prepare(model)\n"
+                                    "add_hooks(model)\ndescribe(model)\n")
+    found = json.loads(run_cli(str(tmp_path), "--no-cache", "--output-format", "json").stdout)
+    assert [(os.path.basename(f["path"]), f["line"], f["code"]) for f in found] == [("utils.py", 4, "AL501")]

@@ -44,16 +44,18 @@ class FileModel:
     """Everything the rules may ask about one parsed file."""
 
     def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
-                 external: dict[str, list[tuple[str, str]]] | None = None) -> None:
+                 external: dict[str, list[tuple[str, str]]] | None = None,
+                 incoming: dict[str, dict[str, str]] | None = None) -> None:
         self.module = module
         self.index = FileIndex(module)
         self.accelerator_names = accelerator_names
         self.external = external or {}
+        self.incoming = incoming or {}
         self._positions = None
 
     @cached_property
     def objects(self) -> ObjectTracker:
-        return ObjectTracker(self.index, self.accelerator_names)
+        return ObjectTracker(self.index, self.accelerator_names, self.incoming)
 
     @cached_property
     def ranks(self) -> RankEvaluator:
@@ -146,6 +148,36 @@ class FileModel:
             ops = self.ops.exported_ops(fn)
             if ops:
                 out[name] = ops
+        return out
+
+    def prepared_arguments(self) -> list[tuple[int, str, str, dict[str, str]]]:
+        """Calls to names imported with ``from ... import`` that pass prepared objects, as
+        (relative level, module, name, {parameter position or keyword: kind})."""
+        if not self.is_accelerate_file:
+            return []
+        imported = {}
+        for node in self.index.import_froms:
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            module = dotted_name(node.module) if node.module is not None else ""
+            for alias in node.names:
+                name = dotted_name(alias.name) or ""
+                local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
+                    else name
+                imported[local] = (len(node.relative), module or "", name)
+        out = []
+        for call in self.index.calls:
+            if not (isinstance(call.func, cst.Name) and call.func.value in imported):
+                continue
+            passed = {}
+            for position, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                kind = self.prepared_kind(arg.value)
+                if kind in ("model", "optimizer", "loader", "scheduler"):
+                    passed[arg.keyword.value if arg.keyword is not None else str(position)] = kind
+            if passed:
+                out.append((*imported[call.func.value], passed))
         return out
 
     def project_imports(self) -> list[tuple[int, str, str, str]]:

@@ -99,6 +99,17 @@ class FunctionSummary:
     prepares_params: set[str] = field(default_factory=set)
 
 
+_WRAPPER_TYPES = re.compile(r"Engine|DeepSpeed|DistributedDataParallel|FullyShardedDataParallel|\bDDP\b|\bFSDP\b")
+
+
+def _expects_wrapper(param: cst.Param) -> bool:
+    """A parameter annotated as the wrapper (``model: "DeepSpeedEngine"``): the function works on
+    the prepared object on purpose (trl's ``add_hooks``)."""
+    if param.annotation is None:
+        return False
+    return bool(_WRAPPER_TYPES.search(cst.Module([]).code_for_node(param.annotation.annotation)))
+
+
 def _kind_from_name(name: str | None) -> str | None:
     if not name:
         return None
@@ -117,9 +128,13 @@ def _kind_from_name(name: str | None) -> str | None:
 class ObjectTracker:
     """Runs the flow walk over every scope of a file and answers value queries."""
 
-    def __init__(self, index: FileIndex, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES) -> None:
+    def __init__(self, index: FileIndex, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
+                 incoming: dict[str, dict[str, str]] | None = None) -> None:
         self.index = index
         self.accelerator_names = accelerator_names
+        # from other modules of the tree: module function -> parameter (name or position) -> the
+        # kind of prepared object every caller passes there
+        self.incoming = incoming or {}
         self.values: dict[cst.CSTNode, Value] = {}
         self.summaries: dict[cst.FunctionDef, FunctionSummary] = {f: FunctionSummary() for f in index.functions}
         self.final_envs: dict[ScopeNode, Env] = {}
@@ -198,6 +213,13 @@ class ObjectTracker:
                     env[name] = Value(is_acc=True, origin=param)
                 elif name in summary.params:
                     env[name] = summary.params[name]
+            info = self.index.functions[scope]
+            passed = self.incoming.get(info.qualname) if info.class_name is None else None
+            if passed:
+                for position, param in enumerate(info.params):
+                    kind = passed.get(param.name.value) or passed.get(str(position))
+                    if kind and param.name.value not in env and not _expects_wrapper(param):
+                        env[param.name.value] = Value(kind=kind, prepared=YES, origin=param)
         return env
 
     # -- lookups -----------------------------------------------------------------
