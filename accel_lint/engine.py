@@ -80,7 +80,7 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     if b"\x00" in data:
         result.errors.append(FileError(path, "binary file (contains NUL bytes); skipped"))
         return result
-    if not may_have_findings(data, config):
+    if not may_have_findings(data, config) and not incoming:  # a file that receives prepared objects is analysed
         return result
     codes = [code for code, _ in rule_table()] if rules is None else [r.code for r in rules]
     codes = [code for code in codes if config.is_enabled(code, path)]

@@ -66,7 +66,10 @@ class FileModel:
     def is_accelerate_file(self) -> bool:
         """The file constructs or receives an accelerator-like object."""
         # Every accelerator value starts at a constructor name or a configured accelerator
-        # name: a file that spells neither skips the flow analysis.
+        # name (or another module passes prepared objects in): a file with none of these skips
+        # the flow analysis.
+        if self.incoming:
+            return True
         if not self.index.identifiers & (ACC_CONSTRUCTORS | set(self.accelerator_names)):
             return False
         return bool(self.objects.acc_constructors) or any(v.is_acc for v in self.objects.values.values())
