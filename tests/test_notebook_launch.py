@@ -125,7 +125,7 @@ def test_interrupting_the_kernel_leaves_no_rank_behind(tmp_path):
         assert len(_ranks_with(token)) >= 3
         time.sleep(1.0)  # let the ranks reach their sleep
         kernel.send_signal(signal.SIGINT)  # what "Interrupt kernel" does
-        out, _ = kernel.communicate(timeout=30)
+        out, _ = kernel.communicate(timeout=60)
         assert "interrupted" in out
         deadline = time.time() + 10
         while time.time() < deadline and _ranks_with(token):
