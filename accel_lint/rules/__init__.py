@@ -5,6 +5,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base import Rule
 
 
 __all__ = ["Finding", "Rule", "all_rules", "rule_by_code", "rule_table"]
