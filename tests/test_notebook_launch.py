@@ -102,7 +102,10 @@ def _ranks_with(token: str) -> list[int]:
 def test_interrupting_the_kernel_leaves_no_rank_behind(tmp_path):
     token = uuid.uuid4().hex
     script = tmp_path / "kernel.py"
-    script.write_text(PRELUDE + textwrap.dedent("""
+    # A Jupyter kernel turns SIGINT into KeyboardInterrupt; a process started from a background
+    # shell job inherits SIGINT ignored (bash does that to `cmd &`), so say it explicitly.
+    script.write_text(PRELUDE + "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                      + textwrap.dedent("""
         def forever():
             import time
             from accelerate import Accelerator
@@ -125,7 +128,7 @@ def test_interrupting_the_kernel_leaves_no_rank_behind(tmp_path):
         assert len(_ranks_with(token)) >= 3
         time.sleep(1.0)  # let the ranks reach their sleep
         kernel.send_signal(signal.SIGINT)  # what "Interrupt kernel" does
-        out, _ = kernel.communicate(timeout=60)
+        out, _ = kernel.communicate(timeout=30)
         assert "interrupted" in out
         deadline = time.time() + 10
         while time.time() < deadline and _ranks_with(token):
