@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from . import protocol as P
 from .report import Finding, render_text, write_json
-from .watch import POLL_S, Watcher, process_alive
+from .watch import POLL_S, Watcher, stop_processes
 
 
 def default_nproc() -> int:
@@ -131,13 +131,4 @@ class _WatchThread(threading.Thread):
                 self._stop_ranks()
 
     def _stop_ranks(self) -> None:
-        pids = [r.pid for r in self.watcher.ranks.values() if r.pid]
-        for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.time() + wait
-            while wait and time.time() < deadline and any(process_alive(p) for p in pids):
-                time.sleep(0.05)
+        stop_processes([r.pid for r in self.watcher.ranks.values() if r.pid])

@@ -93,7 +93,7 @@ def notebook_launch(fn: Callable[..., Any], args: tuple = (), num_processes: int
     from torch.distributed import TCPStore
 
     from .launch import _WatchThread, prepare_environment
-    from .watch import Watcher, process_alive
+    from .watch import Watcher
 
     _refuse_unsafe_fork(torch)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
@@ -112,7 +112,7 @@ def notebook_launch(fn: Callable[..., Any], args: tuple = (), num_processes: int
             pids.append(pid)
         codes = _wait(pids, watch)
     except BaseException:  # KeyboardInterrupt from the kernel, or anything else: leave nothing behind
-        _kill(pids, process_alive)
+        _kill(pids)
         watch.stop()
         raise
     watch.stop()
@@ -204,16 +204,11 @@ def _wait(pids: list[int], watch) -> list[int]:
     return [codes[r] for r in range(len(pids))]
 
 
-def _kill(pids: list[int], alive) -> None:
-    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 0.0)):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.time() + wait
-        while wait and time.time() < deadline and any(alive(p) for p in pids):
-            time.sleep(0.05)
+def _kill(pids: list[int]) -> None:
+    """Stop the ranks and reap them (they are this process's children)."""
+    from .watch import stop_processes
+
+    stop_processes(pids)
     for pid in pids:
         try:
             os.waitpid(pid, 0)

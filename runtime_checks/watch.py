@@ -8,6 +8,7 @@ working while the process group is stuck.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -533,6 +534,19 @@ def process_alive(pid: int) -> bool:
             return False
         except PermissionError:
             return True
+
+
+def stop_processes(pids: list[int], grace: float = 2.0) -> None:
+    """SIGTERM, up to ``grace`` seconds for them to go, then SIGKILL."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + wait
+        while wait and time.time() < deadline and any(process_alive(p) for p in pids):
+            time.sleep(0.05)
 
 
 class InRankWatcher(threading.Thread):

@@ -158,16 +158,7 @@ class FileModel:
         (relative level, module, name, {parameter position or keyword: kind})."""
         if not self.is_accelerate_file:
             return []
-        imported = {}
-        for node in self.index.import_froms:
-            if isinstance(node.names, cst.ImportStar):
-                continue
-            module = dotted_name(node.module) if node.module is not None else ""
-            for alias in node.names:
-                name = dotted_name(alias.name) or ""
-                local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
-                    else name
-                imported[local] = (len(node.relative), module or "", name)
+        imported = self._names_imported_from()
         out = []
         for call in self.index.calls:
             if not (isinstance(call.func, cst.Name) and call.func.value in imported):
@@ -194,18 +185,20 @@ class FileModel:
                    if isinstance(call.func, cst.Name) and self.rank_guard_of(call) is not None}
         if not guarded:
             return []
-        out = []
+        return [(*where, local) for local, where in self._names_imported_from().items() if local in guarded]
+
+    def _names_imported_from(self) -> dict[str, tuple[int, str, str]]:
+        """local name -> (relative level, module, name) for every ``from ... import name [as local]``."""
+        imported = {}
         for node in self.index.import_froms:
             if isinstance(node.names, cst.ImportStar):
                 continue
             module = dotted_name(node.module) if node.module is not None else ""
             for alias in node.names:
                 name = dotted_name(alias.name) or ""
-                local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
-                    else name
-                if local in guarded:
-                    out.append((len(node.relative), module or "", name, local))
-        return out
+                asname = alias.asname.name if alias.asname is not None else None
+                imported[asname.value if isinstance(asname, cst.Name) else name] = (len(node.relative), module or "", name)
+        return imported
 
     @property
     def divergences(self) -> list[Divergence]:
