@@ -136,6 +136,21 @@ class FileModel:
 
         return names_in(scope) or (names_in(self.module) if scope is not self.module else set())
 
+    def sole_accelerator_in(self, scope: ScopeNode) -> str | None:
+        """The one accelerator name visible in ``scope``, or ``None`` when there are none or
+        several: what a fix may write without guessing."""
+        names = self.accelerators_visible_in(scope)
+        return next(iter(names)) if len(names) == 1 else None
+
+    def enclosing_loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
+        """The innermost ``for``/``while`` around ``node`` in the same function."""
+        for parent in self.index.ancestors(node):
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(parent, (cst.For, cst.While)):
+                return parent
+        return None
+
     # -- ranks and collectives ----------------------------------------------------------------
     @cached_property
     def ops(self) -> OpAnalysis:

@@ -53,6 +53,7 @@ class FileIndex:
         self._calls_in: dict[cst.CSTNode, list[cst.Call]] = {}
         self._post_order: dict[cst.CSTNode, list[cst.Call]] = {}
         self._scope_of: dict[cst.CSTNode, ScopeNode] = {}
+        self._call_order: dict[cst.Call, int] | None = None
         self.imports = ImportMap()
         self.functions: dict[cst.FunctionDef, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
@@ -154,6 +155,13 @@ class FileIndex:
     _LEAVE = {cst.ClassDef: _leave_class, cst.FunctionDef: _leave_function}
 
     # queries ---------------------------------------------------------------------
+    @property
+    def call_order(self) -> dict[cst.Call, int]:
+        """Each call's position in source order (built once, on first use)."""
+        if self._call_order is None:
+            self._call_order = {call: i for i, call in enumerate(self.calls)}
+        return self._call_order
+
     def walk(self, node: cst.CSTNode):
         """Pre-order walk of ``node``'s subtree, not entering nested functions, classes, lambdas."""
         stack = [node]

@@ -134,10 +134,9 @@ class Trainer:
         """``{acc}.backward(loss, **kwargs)`` when exactly one accelerator is in scope. Unsafe when a
         positional ``gradient`` becomes a keyword, or the loss was already divided by a GA count
         (the fix would then scale twice: AL102)."""
-        accelerators = model.accelerators_visible_in(scope)
-        if len(accelerators) != 1:
+        acc = model.sole_accelerator_in(scope)
+        if acc is None:
             return None
-        acc = next(iter(accelerators))
         is_tensor_method = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" \
             and model.index.imports.qualify_expr(call.func) != "torch.autograd.backward"
         args = list(call.args) if is_tensor_method else list(call.args[1:])

@@ -92,8 +92,7 @@ class RawClipGradNorm(Rule):
                 continue
             if _unscaled_before(model, call):
                 continue
-            accelerators = model.accelerators_visible_in(model.scope_of(call))
-            acc = next(iter(accelerators)) if len(accelerators) == 1 else None
+            acc = model.sole_accelerator_in(model.scope_of(call))
             fix = None
             if acc is not None:
                 unsafe = any(a.keyword is not None and a.keyword.value in _UNSAFE_KEYWORDS for a in call.args)

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel
-from .base import Finding, Fix, Rule
+from .base import Finding, Rule, guard_statement_fix
 
 _TORCH_CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
                 "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_"}
@@ -109,11 +109,11 @@ class ClipOutsideSyncGradients(Rule):
                 continue
             if not (model.inside_accumulate(call) or _accumulating_backward_loop(model, call)):
                 continue
-            accelerators = model.accelerators_visible_in(model.scope_of(call))
-            acc = next(iter(accelerators)) if len(accelerators) == 1 else None
+            acc = model.sole_accelerator_in(model.scope_of(call))
             yield Finding(call, f"`{model.code(call.func)}()` runs on every gradient-accumulation micro-step, on "
                                 f"partial gradients (and under fp16 unscales twice before the update); guard it "
-                                f"with `if {acc or 'accelerator'}.sync_gradients:`", fix=_wrap(model, call, acc))
+                                f"with `if {acc or 'accelerator'}.sync_gradients:`",
+                          fix=guard_statement_fix(model, call, acc, "sync_gradients", "safe"))
 
 
 def _clip_accelerator(model: FileModel, call: cst.Call):
@@ -149,16 +149,3 @@ def _accumulating_backward_loop(model: FileModel, call: cst.Call) -> bool:
                     return True
             return False
     return False
-
-
-def _wrap(model: FileModel, call: cst.Call, acc: str | None) -> Fix | None:
-    statement = model.statement_of(call)
-    if acc is None or not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return None
-    small = statement.body[0]
-    if not (isinstance(small, cst.Expr) and small.value is call):
-        return None
-    guarded = cst.If(test=cst.parse_expression(f"{acc}.sync_gradients"),
-                     body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
-                     leading_lines=statement.leading_lines)
-    return Fix("safe", f"guard with `if {acc}.sync_gradients:`", ((statement, guarded),))

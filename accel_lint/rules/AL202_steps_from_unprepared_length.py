@@ -106,7 +106,7 @@ class StepsFromUnpreparedLength(Rule):
 
 def _prepared_later(model: FileModel, loader: cst.BaseExpression) -> bool:
     name = model.code(loader)
-    order = {c: i for i, c in enumerate(model.index.calls)}
+    order = model.index.call_order
     here = order.get(next(iter(model.calls_in(model.statement_of(loader))), None), -1)
     for prepare in model.objects.prepare_calls:
         if order.get(prepare, -1) > here and any(model.code(a.value) == name for a in prepare.args):
@@ -144,7 +144,7 @@ def _bound_uses(model: FileModel, names: set[str], scope, after: cst.Call):
     """(node, how) for reads of ``names`` used as a loop bound or progress total, while the
     name still holds the pre-prepare value (no reassignment between)."""
     reassigned_after_prepare = set()
-    order = {c: i for i, c in enumerate(model.index.calls)}
+    order = model.index.call_order
     last_prepare = max((order.get(p, -1) for p in model.objects.prepare_calls), default=-1)
     for assign in _assignments(model, scope):
         calls = model.calls_in(assign.value)
@@ -160,16 +160,8 @@ def _bound_uses(model: FileModel, names: set[str], scope, after: cst.Call):
                 if a.keyword is not None and a.keyword.value == "total" and \
                         any(isinstance(n, cst.Name) and n.value in live for n in model.index.loads_in(a.value)):
                     yield node, "(a progress total)"
-        elif isinstance(node, cst.If) and isinstance(node.test, cst.Comparison) and _inside_loop(model, node) and \
+        elif isinstance(node, cst.If) and isinstance(node.test, cst.Comparison) and model.enclosing_loop(node) is not None and \
                 any(isinstance(n, cst.Name) and n.value in live for n in model.index.loads_in(node.test)) and \
                 any(isinstance(s, cst.Break) for s in model.index.walk(node.body)):
             yield node.test, "(a loop exit)"
 
-
-def _inside_loop(model: FileModel, node: cst.CSTNode) -> bool:
-    for parent in model.ancestors(node):
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
-            return False
-        if isinstance(parent, (cst.For, cst.While)):
-            return True
-    return False

@@ -99,7 +99,7 @@ class RankDivergentExit(Rule):
         for loop in model.index.loops:
             body = list(model.index.walk(loop.body))  # source order
             exits = [(i, n, k) for i, n in enumerate(body) if (k := _exit_kind(model, n)) is not None
-                     and _enclosing_loop(model, n) is loop]
+                     and model.enclosing_loop(n) is loop]
             if not exits or not _has_collectives(model, loop):
                 continue  # cheap test first: most loops have no exit statement
             for index, node, exit_kind in exits:
@@ -125,15 +125,6 @@ def _exit_kind(model: FileModel, node: cst.CSTNode) -> str | None:
     if isinstance(node, cst.Return):
         return "return"
     return None  # raise / sys.exit end the rank with an error: the launcher tears the others down
-
-
-def _enclosing_loop(model: FileModel, node: cst.CSTNode):
-    for parent in model.ancestors(node):
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return None
-        if isinstance(parent, (cst.For, cst.While)):
-            return parent
-    return None
 
 
 def _is_collective(model: FileModel, call: cst.Call) -> bool:

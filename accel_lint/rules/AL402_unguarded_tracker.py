@@ -5,7 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel
-from .base import Finding, Fix, Rule
+from .base import Finding, Rule, guard_statement_fix
 
 _TRACKER_CALLS = {
     "wandb.init", "wandb.log", "wandb.finish", "wandb.config.update", "wandb.save",
@@ -102,11 +102,12 @@ class UnguardedTracker(Rule):
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call):
                 continue
-            accelerators = model.accelerators_visible_in(scope)
-            acc = next(iter(accelerators)) if len(accelerators) == 1 else "accelerator"
+            sole = model.sole_accelerator_in(scope)
+            acc = sole or "accelerator"
             yield Finding(call, f"`{what}` runs on every rank: N duplicate runs or event files, and a login prompt "
                                 f"can block the other ranks; use `{acc}.init_trackers()`/`{acc}.log()` or guard it "
-                                f"with `if {acc}.is_main_process:`", fix=_wrap(model, call, acc, accelerators))
+                                f"with `if {acc}.is_main_process:`",
+                          fix=guard_statement_fix(model, call, sole, "is_main_process", "unsafe"))
 
 
 def _tracker_call(model: FileModel, call: cst.Call) -> str | None:
@@ -127,16 +128,3 @@ def _per_rank_on_purpose(model: FileModel, call: cst.Call) -> bool:
     if keywords.get("mode", "").strip("\"'") == "shared":
         return True
     return "group" in keywords and any(h in keywords.get("name", "") for h in ("rank", "process_index"))
-
-
-def _wrap(model: FileModel, call: cst.Call, acc: str, accelerators: set[str]) -> Fix | None:
-    statement = model.statement_of(call)
-    if len(accelerators) != 1 or not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return None
-    small = statement.body[0]
-    if not (isinstance(small, cst.Expr) and small.value is call):
-        return None
-    guarded = cst.If(test=cst.parse_expression(f"{acc}.is_main_process"),
-                     body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
-                     leading_lines=statement.leading_lines)
-    return Fix("unsafe", f"guard with `if {acc}.is_main_process:`", ((statement, guarded),))

@@ -77,7 +77,7 @@ class PerRankPrint(Rule):
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
-        order = {call: i for i, call in enumerate(model.index.calls)}
+        order = model.index.call_order
         first_accelerator = min((order[c] for c in model.objects.acc_constructors if c in order), default=None)
         for call in model.index.calls:
             kind = _kind(model, call)
@@ -90,8 +90,7 @@ class PerRankPrint(Rule):
                 continue
             if _mentions_rank(model, call) or _under_rank_test(model, call):
                 continue
-            accelerators = model.accelerators_visible_in(scope)
-            acc = next(iter(accelerators)) if len(accelerators) == 1 else None
+            acc = model.sole_accelerator_in(scope)
             shown = acc or "accelerator"
             if kind == "print":
                 if any(a.keyword is not None and a.keyword.value == "file" for a in call.args):

@@ -77,7 +77,7 @@ class PreprocessRace(Rule):
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
-        order = {call: i for i, call in enumerate(model.index.calls)}
+        order = model.index.call_order
         first_accelerator = min((order[c] for c in model.objects.acc_constructors if c in order), default=None)
         for call in model.index.calls:
             block = _main_process_first(model, call)

@@ -139,10 +139,9 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
     """``m.attr`` -> ``acc.unwrap_model(m).attr``; ``m.module`` -> ``acc.unwrap_model(m)``;
     ``m.state_dict()`` -> ``acc.get_state_dict(m)``, unsafe under a rank guard (it is a
     collective under FSDP/ZeRO-3: the fix would create AL302)."""
-    accelerators = model.accelerators_visible_in(model.scope_of(node))
-    if len(accelerators) != 1:
+    acc = model.sole_accelerator_in(model.scope_of(node))
+    if acc is None:
         return None
-    acc = next(iter(accelerators))
     base = node.value
     attr = node.attr.value
     if attr == "state_dict":

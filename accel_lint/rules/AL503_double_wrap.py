@@ -104,7 +104,7 @@ class DoubleWrap(Rule):
                                 f"which already distributes it: stacked wrappers duplicate gradient hooks and save "
                                 f"`module.module.` keys; drop the manual wrapper")
         for call in prepares:
-            loop = _enclosing_loop(model, call)
+            loop = model.enclosing_loop(call)
             if loop is None or _frees_memory(model, loop) or not _same_objects_each_pass(model, call, loop):
                 continue
             yield Finding(call, f"`{model.code(call.func)}()` inside a loop wraps the same module again on every pass "
@@ -119,7 +119,7 @@ def _bound_then_prepared(model: FileModel, wrapper: cst.Call, prepares: list[cst
     if not isinstance(assign, cst.Assign) or assign.value is not wrapper:
         return False
     names = {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
-    order = {c: i for i, c in enumerate(model.index.calls)}
+    order = model.index.call_order
     scope = model.scope_of(wrapper)
     return any(model.scope_of(p) is scope and order.get(p, -1) > order.get(wrapper, 0)
                and any(isinstance(a.value, cst.Name) and a.value.value in names for a in p.args)
@@ -140,15 +140,6 @@ def _same_objects_each_pass(model: FileModel, call: cst.Call, loop) -> bool:
             rebound.update(model.code(n) for n in model.index.loads_in(target))
     return all(isinstance(a.value, (cst.Name, cst.Attribute)) and model.code(a.value) not in rebound
                for a in call.args if a.keyword is None)
-
-
-def _enclosing_loop(model: FileModel, node: cst.CSTNode):
-    for parent in model.ancestors(node):
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
-            return None
-        if isinstance(parent, (cst.For, cst.While)):
-            return parent
-    return None
 
 
 def _frees_memory(model: FileModel, loop) -> bool:

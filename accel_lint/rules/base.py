@@ -85,6 +85,23 @@ def _dedent(text: str) -> str:
     return "\n".join([lines[0].strip()] + [line[cut:] for line in lines[1:]]).strip() + "\n"
 
 
+def guard_statement_fix(model: FileModel, call: cst.Call, acc: str | None, condition: str,
+                        applicability: str) -> Fix | None:
+    """Wrap the statement that is exactly ``call`` in ``if {acc}.{condition}:``; ``None`` when the
+    call is part of a larger statement (an assignment would leave the name unbound) or no single
+    accelerator is in scope."""
+    statement = model.statement_of(call)
+    if acc is None or not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if not (isinstance(small, cst.Expr) and small.value is call):
+        return None
+    guarded = cst.If(test=cst.parse_expression(f"{acc}.{condition}"),
+                     body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
+                     leading_lines=statement.leading_lines)
+    return Fix(applicability, f"guard with `if {acc}.{condition}:`", ((statement, guarded),))
+
+
 def quote(text: str, limit: int = 60) -> str:
     """A code excerpt for a message, shortened on one line."""
     text = " ".join(text.split())
