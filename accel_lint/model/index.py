@@ -179,7 +179,11 @@ class FileIndex:
         """Every ``Name``/``Attribute`` inside ``node`` (outside nested scopes), cached."""
         found = self._loads.get(node)
         if found is None:
-            found = [n for n in self.walk(node) if type(n) in _NAME_READS]
+            parents = self.parents
+            # the ``attr`` of ``torch.accelerator`` is part of that attribute, not a read of a
+            # variable called ``accelerator``
+            found = [n for n in self.walk(node) if type(n) in _NAME_READS
+                     and not (type(n) is cst.Name and type(parents.get(n)) is cst.Attribute and parents[n].attr is n)]
             self._loads[node] = found
         return found
 

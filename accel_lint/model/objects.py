@@ -248,7 +248,7 @@ class ObjectTracker:
         key = dotted_name(expr)
         if key is not None:
             v = self.lookup(key, env, self._scope)
-            if v is None and last_attr(expr) in self.accelerator_names:
+            if v is None and self._named_like_accelerator(expr):
                 return Value(is_acc=True, origin=expr)
             if v is None and isinstance(expr, cst.Attribute) and expr.attr.value == "state":
                 base = self.value_of(expr.value, env)
@@ -270,6 +270,16 @@ class ObjectTracker:
                     return replace(inner, container=True, origin=expr)
             return None
         return None
+
+    def _named_like_accelerator(self, expr: cst.BaseExpression) -> bool:
+        """An unbound name or attribute spelled like an accelerator (``accelerator``,
+        ``self.accelerator``, ``state.accelerator``). A name that an import binds is whatever it
+        imported, and an attribute of an imported module is that module's: ``torch.accelerator``
+        is PyTorch's device API, never Accelerate's ``Accelerator``."""
+        if last_attr(expr) not in self.accelerator_names:
+            return False
+        qualified = self.index.imports.qualify(dotted_name(expr))
+        return qualified is None or qualified.startswith("accelerate")
 
     def is_acc_constructor(self, call: cst.Call) -> bool:
         name = dotted_name(call.func)
@@ -344,7 +354,7 @@ class ObjectTracker:
             if key is None:
                 continue
             v = self.lookup(key, env, self._scope)
-            if v is None and last_attr(expr) in self.accelerator_names and not self._is_binding(expr):
+            if v is None and self._named_like_accelerator(expr) and not self._is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
             if v is not None:
                 self.values[expr] = v

@@ -1,0 +1,230 @@
+"""The ecosystem check: accel-lint on pinned outside code, compared with a committed triage.
+
+    python bench/ecosystem.py [--corpus NAME ...] [--cache DIR] [--mirror-root DIR] [--json PATH]
+                              [--write-new]
+
+As ruff checks every change on real projects, this lints pinned outside corpora and compares
+every finding with a committed triage table per corpus, ``bench/ecosystem/<corpus>.tsv``
+(columns: path, line, code, verdict, reason; verdict is TP, FP or judgment). It prints the
+findings that are new (in no table row), gone (in the table, no longer reported) and the
+per-rule and total counts. Untriaged findings count as false positives in the precision.
+
+Corpora (their code is never committed; it is unpacked into ``--cache``, default
+``~/.cache/accel-lint-ecosystem``):
+
+* ``wheels``: the wheels transformers 5.23.0, trl 1.16.0, peft 0.21.2, diffusers 0.42.1,
+  accelerate 1.15.0 (``pip download``);
+* ``diffusers``: huggingface/diffusers ``examples/`` at 58eb52c0803ea9af3abec60841c2a093bdf1f951;
+* ``peft``: huggingface/peft ``examples/`` at 5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40.
+
+The git corpora are taken with ``git archive`` from a local clone or mirror when one exists
+(``--mirror-root``: a folder holding ``owner+name/repo`` git dirs, or ``owner+name`` clones),
+else cloned from GitHub (needs network). ``--write-new`` appends untriaged findings to the
+table with the verdict ``untriaged`` so that they can be triaged in place.
+
+Exit code 0 whatever the findings (this is a measurement, not a gate). Results go to
+bench/results/ecosystem.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TABLES = HERE / "ecosystem"
+WHEELS = ["transformers==5.23.0", "trl==1.16.0", "peft==0.21.2", "diffusers==0.42.1", "accelerate==1.15.0"]
+GIT_CORPORA = {
+    "diffusers": ("huggingface/diffusers", "58eb52c0803ea9af3abec60841c2a093bdf1f951", "examples"),
+    "peft": ("huggingface/peft", "5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40", "examples"),
+}
+CORPORA = ["wheels", *GIT_CORPORA]
+VERDICTS = ("TP", "FP", "judgment")
+# an Accelerate program in the sense of the precision target: it constructs an accelerator
+ACCELERATOR_CONSTRUCTION = re.compile(rb"\b(Accelerator|PartialState)\s*\(")
+
+
+# -- corpora ----------------------------------------------------------------------------------
+def _wheels(root: Path) -> Path:
+    src = root / "wheels-src"
+    marker = root / ("unpacked-" + "-".join(w.replace("==", "") for w in WHEELS))
+    if not marker.exists():
+        downloads = root / "wheels"
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(downloads), *WHEELS],
+                       check=True)
+        shutil.rmtree(src, ignore_errors=True)
+        for wheel in downloads.glob("*.whl"):
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(src)
+        marker.touch()
+    return src
+
+
+def _git_dir(repo: str, mirror_root: Path | None, cache: Path) -> Path:
+    slug = repo.replace("/", "+")
+    candidates = []
+    if mirror_root is not None:
+        candidates += [mirror_root / slug / "repo", mirror_root / slug / ".git", mirror_root / slug]
+    candidates.append(cache / "clones" / slug)
+    for candidate in candidates:
+        if (candidate / "HEAD").exists() or (candidate / ".git").exists():
+            return candidate
+    target = cache / "clones" / slug
+    subprocess.run(["git", "clone", "--bare", "--filter=blob:none", f"https://github.com/{repo}.git", str(target)],
+                   check=True)
+    return target
+
+
+def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
+    repo, commit, folder = GIT_CORPORA[name]
+    dest = root / f"{name}-{commit[:12]}"
+    if not (dest / ".complete").exists():
+        git_dir = _git_dir(repo, mirror_root, root)
+        where = ["-C", str(git_dir)] if (git_dir / ".git").exists() else ["--git-dir", str(git_dir)]
+        archive = subprocess.run(["git", *where, "archive", "--format=tar", commit, folder],
+                                 check=True, capture_output=True).stdout
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="data")
+        (dest / ".complete").touch()
+    return dest
+
+
+def corpus_root(name: str, cache: Path, mirror_root: Path | None) -> Path:
+    cache.mkdir(parents=True, exist_ok=True)
+    return _wheels(cache) if name == "wheels" else _git_corpus(name, cache, mirror_root)
+
+
+# -- findings and the triage table ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Key:
+    path: str
+    line: int
+    code: str
+
+
+def lint(root: Path) -> list[dict]:
+    cmd = [sys.executable, "-m", "accel_lint", "--no-cache", "--exit-zero", "--output-format", "json-lines", "."]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(proc.stderr)
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def read_table(name: str) -> dict[Key, tuple[str, str]]:
+    path = TABLES / f"{name}.tsv"
+    table: dict[Key, tuple[str, str]] = {}
+    if not path.exists():
+        return table
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            table[Key(row["path"], int(row["line"]), row["code"])] = (row["verdict"], row["reason"])
+    return table
+
+
+def append_untriaged(name: str, findings: list[dict]) -> None:
+    path = TABLES / f"{name}.tsv"
+    TABLES.mkdir(exist_ok=True)
+    new_file = not path.exists()
+    with path.open("a", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+        if new_file:
+            writer.writerow(["path", "line", "code", "verdict", "reason"])
+        for f in findings:
+            writer.writerow([f["path"], f["line"], f["code"], "untriaged", f["message"][:160]])
+
+
+def accelerator_files(root: Path) -> int:
+    count = 0
+    for path in list(root.rglob("*.py")) + list(root.rglob("*.ipynb")):
+        try:
+            if ACCELERATOR_CONSTRUCTION.search(path.read_bytes()):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+def compare(name: str, findings: list[dict], table: dict[Key, tuple[str, str]]) -> dict:
+    found = {Key(f["path"], f["line"], f["code"]): f for f in findings}
+    per_rule: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    new = []
+    for key, finding in sorted(found.items(), key=lambda kv: (kv[0].path, kv[0].line, kv[0].code)):
+        verdict = table.get(key, ("untriaged", ""))[0]
+        if verdict not in VERDICTS:
+            verdict = "untriaged"
+            new.append(finding)
+        per_rule[key.code][verdict] += 1
+    gone = sorted((k for k in table if k not in found), key=lambda k: (k.path, k.line, k.code))
+    total = collections.Counter()
+    for counts in per_rule.values():
+        total.update(counts)
+
+    def precision(c: collections.Counter) -> float | None:
+        denominator = c["TP"] + c["FP"] + c["untriaged"]
+        return round(c["TP"] / denominator, 3) if denominator else None
+
+    return {
+        "findings": len(found),
+        "counts": dict(total),
+        "precision": precision(total),
+        "per_rule": {code: {**dict(c), "precision": precision(c)} for code, c in sorted(per_rule.items())},
+        "new": [f"{f['path']}:{f['line']}: {f['code']} {f['message'][:120]}" for f in new],
+        "gone": [f"{k.path}:{k.line}: {k.code} ({table[k][0]})" for k in gone],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", action="append", choices=CORPORA, help="default: all")
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get(
+        "ACCEL_LINT_ECOSYSTEM_CACHE", Path.home() / ".cache" / "accel-lint-ecosystem")))
+    parser.add_argument("--mirror-root", type=Path, default=Path(os.environ.get("ACCEL_LINT_MIRRORS", "/work/.mirror")))
+    parser.add_argument("--json", type=Path, default=HERE / "results" / "ecosystem.json")
+    parser.add_argument("--write-new", action="store_true", help="append untriaged findings to the tables")
+    args = parser.parse_args()
+    mirror_root = args.mirror_root if args.mirror_root.exists() else None
+    results = {}
+    for name in args.corpus or CORPORA:
+        root = corpus_root(name, args.cache, mirror_root)
+        findings = lint(root)
+        table = read_table(name)
+        result = compare(name, findings, table)
+        result["accelerator_files"] = accelerator_files(root)
+        fp = result["counts"].get("FP", 0) + result["counts"].get("untriaged", 0)
+        result["fp_per_20_accelerator_files"] = round(20 * fp / result["accelerator_files"], 2) if result["accelerator_files"] else None
+        results[name] = result
+        if args.write_new:
+            append_untriaged(name, [f for f in findings if table.get(Key(f["path"], f["line"], f["code"]), ("",))[0] not in VERDICTS
+                                    and Key(f["path"], f["line"], f["code"]) not in table])
+        print(f"== {name}: {result['findings']} findings, {result['accelerator_files']} files construct an accelerator")
+        print(f"   verdicts {result['counts']}  precision {result['precision']}  "
+              f"FP+untriaged per 20 accelerator files {result['fp_per_20_accelerator_files']}")
+        for code, counts in result["per_rule"].items():
+            print(f"   {code}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+        for line in result["new"]:
+            print(f"   new: {line}")
+        for line in result["gone"]:
+            print(f"   gone: {line}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    previous = json.loads(args.json.read_text()) if args.json.exists() else {}
+    previous.update(results)
+    args.json.write_text(json.dumps(previous, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
