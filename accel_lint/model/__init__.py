@@ -31,6 +31,7 @@ from functools import cached_property
 import libcst as cst
 
 from .index import FileIndex, FunctionInfo, ScopeNode
+from .lengths import LoaderLengths
 from .names import dotted_name, last_attr
 from .objects import ACC_CONSTRUCTORS, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -56,6 +57,18 @@ class FileModel:
     @cached_property
     def objects(self) -> ObjectTracker:
         return ObjectTracker(self.index, self.accelerator_names, self.incoming)
+
+    @cached_property
+    def loader_lengths(self) -> LoaderLengths:
+        return LoaderLengths(self.index, self.objects)
+
+    def step_scales_of(self, expr: cst.CSTNode) -> frozenset:
+        """What the number ``expr`` may be, as (scale, ``len()`` call) pairs: scale 1 is a count
+        taken from a loader before ``prepare`` sharded it (``num_processes`` times the per-rank
+        count each rank iterates), 0 a per-rank count, 2 such a count times ``num_processes``.
+        Followed through every assignment that still holds, per path; empty when nothing is
+        known."""
+        return self.loader_lengths.scales_of(expr)
 
     @cached_property
     def ranks(self) -> RankEvaluator:

@@ -6,6 +6,8 @@ and every call. Built once per file; everything else in the model queries it.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -174,6 +176,37 @@ class FileIndex:
             kids = children.get(n)
             if kids:
                 stack.extend(reversed(kids))
+
+    @cached_property
+    def cli_defaults_not_none(self) -> frozenset[str]:
+        """Destinations of ``parser.add_argument("--name", default=<number or string>)`` whose
+        value can never be ``None``: argparse fills the default, and the command line can only
+        give a value of the option's type. An option the file assigns ``None`` anywhere is
+        left out."""
+        declared = set()
+        for call in self.calls:
+            if not (type(call.func) is cst.Attribute and call.func.attr.value == "add_argument"):
+                continue
+            options = [a.value.evaluated_value for a in call.args if a.keyword is None
+                       and type(a.value) is cst.SimpleString and isinstance(a.value.evaluated_value, str)]
+            longs = [o for o in options if o.startswith("--")]
+            keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+            dest = keywords.get("dest")
+            if type(dest) is cst.SimpleString:
+                name = dest.evaluated_value
+            elif longs:
+                name = longs[0][2:].replace("-", "_")
+            else:
+                continue
+            default = keywords.get("default")
+            if type(default) in (cst.Integer, cst.Float) or (type(default) is cst.SimpleString):
+                declared.add(name)
+        for node in self.parents:
+            if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "None":
+                for target in node.targets:
+                    if type(target.target) is cst.Attribute:
+                        declared.discard(target.target.attr.value)
+        return frozenset(declared)
 
     def loads_in(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
         """Every ``Name``/``Attribute`` inside ``node`` (outside nested scopes), cached."""

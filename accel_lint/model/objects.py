@@ -50,6 +50,12 @@ class Value:
     frozen: bool = False
     prepared_at: cst.CSTNode | None = None  # the prepare call
     container: bool = False  # a list/dict of such objects (from a comprehension over prepare)
+    # where the object may come from when branches built it differently (origin is then None)
+    alternatives: frozenset = frozenset()
+
+    def origins(self) -> frozenset:
+        """Every creation expression this value may hold."""
+        return self.alternatives | ({self.origin} if self.origin is not None else frozenset())
 
 
 def merge(a: Value | None, b: Value | None) -> Value | None:
@@ -66,6 +72,7 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         prepared=prepared,
         is_acc=a.is_acc and b.is_acc,
         origin=a.origin if a.origin is b.origin else None,
+        alternatives=frozenset() if a.origin is b.origin else a.origins() | b.origins(),
         unwrapped=a.unwrapped and b.unwrapped,
         not_wrapped=a.not_wrapped and b.not_wrapped,
         frozen=a.frozen and b.frozen,
@@ -334,8 +341,8 @@ class ObjectTracker:
 
     def _prepared(self, call: cst.Call, arg: cst.BaseExpression, kind: str | None, env: Env) -> Value:
         inner = self.value_of(arg, env)
-        if inner is not None and inner.origin is not None:
-            self.prepared_origins.add(inner.origin)
+        if inner is not None:
+            self.prepared_origins.update(inner.origins())
         self.prepared_origins.add(arg)
         if kind is None:
             kind = (inner.kind if inner else None) or _kind_from_name(dotted_name(arg)) or "unknown"
@@ -379,8 +386,8 @@ class ObjectTracker:
                 self.prepare_calls.append(call)
                 for arg in call.args:
                     inner = self.value_of(arg.value, env)
-                    if inner is not None and inner.origin is not None:
-                        self.prepared_origins.add(inner.origin)
+                    if inner is not None:
+                        self.prepared_origins.update(inner.origins())
                     self.prepared_origins.add(arg.value)
                     if isinstance(self._scope, cst.FunctionDef):
                         pname = dotted_name(arg.value)

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import NO, FileModel
+from ..model import FileModel
 from .base import Finding, Rule
 
-
-_LOADER_NAME = re.compile(r"(loader|(^|_)dl($|_)|dataloader)", re.IGNORECASE)
+_HORIZONS = ("num_training_steps", "num_warmup_steps", "T_max", "total_steps")
 
 
 class StepsFromUnpreparedLength(Rule):
@@ -18,16 +16,24 @@ class StepsFromUnpreparedLength(Rule):
     ## What it does
     Flags the use, as a loop bound or progress total, of a value computed from `len(loader)`
     while the loader was still unprepared and is prepared afterwards: `range(...)` of a loop,
-    `tqdm(total=...)`, or a loop-exit comparison (`if step >= max_steps: break`). Values
-    derived from it in one more assignment (`max_steps = epochs * steps_per_epoch`) count too.
-    Not flagged: a scheduler sized from the pre-`prepare` length (that is right: the prepared
-    scheduler steps `num_processes` times per step); values recomputed from `len(loader)`
-    after `prepare`; `len(dataset)`.
+    `tqdm(total=...)`, or a loop-exit comparison (`if step >= max_steps: break`). The value is
+    followed through every assignment (`max_steps = epochs * steps_per_epoch`,
+    `args.num_train_epochs = ceil(args.max_train_steps / steps_per_epoch)`); a reassignment
+    after `prepare` replaces it on every path that runs it, and a flag set together with a
+    value (`overrode_max_train_steps = True`) keeps them together, so the canonical script that
+    recomputes its step counts after `prepare` is not flagged.
+    Also flags (variant B2) a prepared scheduler whose horizon multiplies such a pre-`prepare`
+    step count by `num_processes`: the prepared scheduler already steps `num_processes` times
+    per optimizer step, so the horizon is N times too long.
+    Not flagged: a scheduler sized from the pre-`prepare` length alone (that is right); a
+    post-sharding count (`ceil(len(loader) / num_processes)`) times `num_processes`;
+    `split_batches=True` or `step_scheduler_with_optimizer=False` for B2; `len(dataset)`.
 
     ## Why is this bad?
     A prepared loader is about `num_processes` times shorter (`ceil(len / num_processes)`).
     Bounds computed before `prepare` are N times too large: epoch counts derived from them
     overrun, progress bars never complete and step-based checkpoints and evaluations shift.
+    With B2, the learning-rate schedule reaches only 1/N of its horizon (it never decays).
 
     ## Example
     ```python
@@ -53,6 +59,35 @@ class StepsFromUnpreparedLength(Rule):
 
     VALID = [
         """\
+        import math
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        train_dl = build_loader(dataset)
+        overrode = False
+        steps_per_epoch = math.ceil(len(train_dl) / ga)
+        if max_steps is None:
+            max_steps = epochs * steps_per_epoch
+            overrode = True
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        steps_per_epoch = math.ceil(len(train_dl) / ga)
+        if overrode:
+            max_steps = epochs * steps_per_epoch
+        epochs = math.ceil(max_steps / steps_per_epoch)
+        for epoch in range(epochs):
+            pass
+        """,
+        """\
+        import math
+        from accelerate import Accelerator
+        from transformers import get_scheduler
+        accelerator = Accelerator()
+        train_dl = build_loader(dataset)
+        per_rank = math.ceil(len(train_dl) / accelerator.num_processes)
+        total = epochs * per_rank * accelerator.num_processes
+        scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=total)
+        model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+        """,
+        """\
         from accelerate import Accelerator
         from transformers import get_scheduler
         accelerator = Accelerator()
@@ -67,8 +102,10 @@ class StepsFromUnpreparedLength(Rule):
     INVALID = [
         """\
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
         from tqdm import tqdm
         accelerator = Accelerator()
+        train_dl = DataLoader(dataset, batch_size=8)
         steps_per_epoch = len(train_dl)
         max_steps = steps_per_epoch * epochs
         model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
@@ -77,91 +114,95 @@ class StepsFromUnpreparedLength(Rule):
             if step >= max_steps:  # expect: AL202
                 break
         """,
+        """\
+        from accelerate import Accelerator
+        from transformers import get_scheduler
+        accelerator = Accelerator()
+        train_dl = build_loader(dataset)
+        max_steps = epochs * len(train_dl)
+        scheduler = get_scheduler(
+            "linear", optimizer, num_warmup_steps=0,
+            num_training_steps=max_steps * accelerator.num_processes,  # expect: AL202
+        )
+        model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
-        for call in model.index.calls:
-            if not (isinstance(call.func, cst.Name) and call.func.value == "len" and len(call.args) == 1):
+        if not model.objects.prepare_calls:
+            return
+        for use, how, source in _bound_uses(model):
+            loader = model.code(source.args[0].value)
+            yield Finding(use, f"`{model.code(use)}` {how} comes from `len({loader})` taken before "
+                               f"`prepare()`, which makes the loader about num_processes times shorter; "
+                               f"recompute it from `len({loader})` after `prepare()`")
+        if _scheduler_steps_per_process(model):
+            for horizon, source in _inflated_horizons(model):
+                loader = model.code(source.args[0].value)
+                yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` multiplies a step count from "
+                                       f"`len({loader})` before `prepare()` by `num_processes`; the prepared "
+                                       f"scheduler already steps num_processes times per optimizer step, so the "
+                                       f"schedule only reaches 1/num_processes of it; drop the `* num_processes`")
+
+
+def _first_len(model: FileModel, scales: frozenset, wanted) -> cst.Call | None:
+    """The earliest pre-prepare ``len()`` call among the possibilities whose scale is wanted."""
+    calls = [call for scale, call in scales if call is not None and wanted(scale)]
+    return min(calls, key=lambda c: model.index.call_order.get(c, 0)) if calls else None
+
+
+def _bound_uses(model: FileModel):
+    """(node, how, len call) for loop bounds, progress totals and loop exits that may be a
+    multiple of a pre-prepare loader length (scale other than 0)."""
+    def off(expr):
+        return _first_len(model, model.step_scales_of(expr), lambda scale: scale != 0)
+
+    for node in _all_nodes(model):
+        if type(node) is cst.For and type(node.iter) is cst.Call and model.code(node.iter.func) == "range":
+            source = off(node.iter)
+            if source is not None:
+                yield node.iter, "(a loop bound)", source
+        elif type(node) is cst.Call and model.code(node.func).rsplit(".", 1)[-1] in ("tqdm", "trange"):
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "total":
+                    source = off(arg.value)
+                    if source is not None:
+                        yield node, "(a progress total)", source
+        elif type(node) is cst.If and type(node.test) is cst.Comparison and model.enclosing_loop(node) is not None \
+                and any(type(s) is cst.Break for s in model.index.walk(node.body)):
+            source = off(node.test)
+            if source is not None:
+                yield node.test, "(a loop exit)", source
+
+
+def _all_nodes(model: FileModel):
+    for scope in [model.module, *model.index.functions]:
+        yield from model.index.walk(scope)
+
+
+def _scheduler_steps_per_process(model: FileModel) -> bool:
+    """The prepared scheduler steps once per process per optimizer step (Accelerate's default),
+    unless an accelerator is built with ``split_batches=True`` or
+    ``step_scheduler_with_optimizer=False``."""
+    for ctor in model.objects.acc_constructors:
+        for arg in ctor.args:
+            if arg.keyword is None:
                 continue
-            loader = call.args[0].value
-            value = model.value_at(loader)
-            if value is not None and (value.kind != "loader" or value.prepared != NO):
-                continue
-            if value is None and not _LOADER_NAME.search(model.code(loader).rsplit(".", 1)[-1]):
-                continue  # a name bound elsewhere: only a loader's name makes it one
-            if not _prepared_later(model, loader):
-                continue
-            names = _bound_from(model, call)
-            if not names:
-                continue
-            scope = model.scope_of(call)
-            derived = set(names)
-            for name in list(names):
-                derived |= _derived_names(model, name, scope)
-            for use, how in _bound_uses(model, derived, scope, call):
-                yield Finding(use, f"`{model.code(use)}` {how} comes from `len({model.code(loader)})` taken before "
-                                   f"`prepare()`, which makes the loader about num_processes times shorter; "
-                                   f"recompute it from `len({model.code(loader)})` after `prepare()`")
+            if arg.keyword.value == "split_batches" and model.code(arg.value) != "False":
+                return False
+            if arg.keyword.value == "step_scheduler_with_optimizer" and model.code(arg.value) != "True":
+                return False
+    return True
 
 
-def _prepared_later(model: FileModel, loader: cst.BaseExpression) -> bool:
-    name = model.code(loader)
-    order = model.index.call_order
-    here = order.get(next(iter(model.calls_in(model.statement_of(loader))), None), -1)
-    for prepare in model.objects.prepare_calls:
-        if order.get(prepare, -1) > here and any(model.code(a.value) == name for a in prepare.args):
-            return True
-    return False
-
-
-def _bound_from(model: FileModel, call: cst.Call) -> set[str]:
-    statement = model.statement_of(call)
-    names = set()
-    if isinstance(statement, cst.SimpleStatementLine):
-        for small in statement.body:
-            if isinstance(small, cst.Assign):
-                for target in small.targets:
-                    if isinstance(target.target, cst.Name):
-                        names.add(target.target.value)
-    return names
-
-
-def _assignments(model: FileModel, scope) -> list[cst.Assign]:
-    return [n for n in model.index.walk(scope) if isinstance(n, cst.Assign)]
-
-
-def _derived_names(model: FileModel, name: str, scope) -> set[str]:
-    out = set()
-    for assign in _assignments(model, scope):
-        reads = {n.value for n in model.index.loads_in(assign.value) if isinstance(n, cst.Name)}
-        if name in reads and not any(isinstance(c.func, cst.Name) and c.func.value == "len"
-                                     for c in model.calls_in(assign.value)):
-            out.update(t.target.value for t in assign.targets if isinstance(t.target, cst.Name))
-    return out
-
-
-def _bound_uses(model: FileModel, names: set[str], scope, after: cst.Call):
-    """(node, how) for reads of ``names`` used as a loop bound or progress total, while the
-    name still holds the pre-prepare value (no reassignment between)."""
-    reassigned_after_prepare = set()
-    order = model.index.call_order
-    last_prepare = max((order.get(p, -1) for p in model.objects.prepare_calls), default=-1)
-    for assign in _assignments(model, scope):
-        calls = model.calls_in(assign.value)
-        if calls and min(order.get(c, -1) for c in calls) > last_prepare:
-            reassigned_after_prepare.update(t.target.value for t in assign.targets if isinstance(t.target, cst.Name))
-    live = names - reassigned_after_prepare
-    for node in model.index.walk(scope):
-        if isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and model.code(node.iter.func) == "range":
-            if any(isinstance(n, cst.Name) and n.value in live for a in node.iter.args for n in model.index.loads_in(a.value)):
-                yield node.iter, "(a loop bound)"
-        elif isinstance(node, cst.Call) and model.code(node.func).rsplit(".", 1)[-1] in ("tqdm", "trange"):
-            for a in node.args:
-                if a.keyword is not None and a.keyword.value == "total" and \
-                        any(isinstance(n, cst.Name) and n.value in live for n in model.index.loads_in(a.value)):
-                    yield node, "(a progress total)"
-        elif isinstance(node, cst.If) and isinstance(node.test, cst.Comparison) and model.enclosing_loop(node) is not None and \
-                any(isinstance(n, cst.Name) and n.value in live for n in model.index.loads_in(node.test)) and \
-                any(isinstance(s, cst.Break) for s in model.index.walk(node.body)):
-            yield node.test, "(a loop exit)"
-
+def _inflated_horizons(model: FileModel):
+    """Horizons of prepared schedulers that may be a pre-prepare count times ``num_processes``
+    (scale 2): the prepared scheduler's steps are already scale 1."""
+    for call in model.index.calls:
+        if call not in model.objects.prepared_origins:
+            continue
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in _HORIZONS:
+                source = _first_len(model, model.step_scales_of(arg.value), lambda scale: scale >= 2)
+                if source is not None:
+                    yield arg.value, source
