@@ -38,6 +38,8 @@ from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from .writes import Write, classify_write
 
+_BUILTINS = frozenset({"True", "False", "None", "len", "float", "int", "abs", "min", "max", "any", "all", "math"})
+
 __all__ = ["FileModel", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
 
 
@@ -232,6 +234,100 @@ class FileModel:
     def divergences(self) -> list[Divergence]:
         """Ops that some rank classes execute and others do not (per function, with guards)."""
         return self.ops.divergences
+
+    # -- wrapped-ness refined per branch ----------------------------------------------------------
+    # backends under which `prepare` returns the model itself: no wrapper class
+    _UNWRAPPED_BACKENDS = frozenset({"XLA", "TPU", "NO"})
+    _WRAPPER_CLASSES = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP",
+                                  "DeepSpeedEngine", "DataParallel"})
+
+    def wrapped_at(self, node: cst.CSTNode, model_expr: cst.BaseExpression) -> str:
+        """Whether the prepared model ``model_expr`` is a wrapper object where ``node`` runs:
+        ``NO`` inside a branch that only runs without one (``else`` of ``hasattr(m, "module")``
+        or of ``isinstance(m, DistributedDataParallel)``; ``distributed_type == XLA``/``NO``;
+        ``num_processes == 1``), ``YES`` inside the branch that tests for the wrapper, else
+        ``MAYBE`` (it depends on the backend)."""
+        name = dotted_name(model_expr)
+        child = node
+        for parent in self.index.ancestors(node):
+            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                break
+            if type(parent) in (cst.If, cst.IfExp) and child is not parent.test:
+                in_body = child is parent.body
+                verdict = self._wrapper_test(parent.test, name)
+                if verdict is not None:
+                    holds = verdict if in_body else (not verdict)
+                    return YES if holds else NO
+            child = parent
+        return MAYBE
+
+    def _wrapper_test(self, test: cst.BaseExpression, name: str | None) -> bool | None:
+        """What ``test`` being true says about the model being wrapped: True (wrapped), False
+        (not wrapped), None (nothing)."""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            inner = self._wrapper_test(test.expression, name)
+            return None if inner is None else not inner
+        if type(test) is cst.Call and type(test.func) is cst.Name and len(test.args) == 2 and name is not None:
+            subject = dotted_name(test.args[0].value)
+            if subject != name:
+                return None
+            if test.func.value == "hasattr" and type(test.args[1].value) is cst.SimpleString \
+                    and test.args[1].value.evaluated_value == "module":
+                return True
+            if test.func.value == "isinstance":
+                classes = test.args[1].value
+                names = [dotted_name(e.value) for e in classes.elements] if type(classes) is cst.Tuple else [dotted_name(classes)]
+                if any(n and n.rsplit(".", 1)[-1] in self._WRAPPER_CLASSES for n in names):
+                    return True
+            return None
+        if type(test) is cst.Comparison and len(test.comparisons) == 1:
+            left, target = test.left, test.comparisons[0]
+            operator = type(target.operator)
+            if type(left) is cst.Attribute and self.is_accelerator(left.value) or \
+                    (type(left) is cst.Attribute and left.attr.value in ("distributed_type", "num_processes")
+                     and type(left.value) is cst.Attribute and left.value.attr.value == "state"):
+                attr = left.attr.value
+                if attr == "distributed_type" and operator in (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot):
+                    comparator = target.comparator
+                    backend = comparator.evaluated_value if type(comparator) is cst.SimpleString \
+                        else (last_attr(comparator) or "")
+                    positive = operator in (cst.Equal, cst.Is)
+                    if backend in self._UNWRAPPED_BACKENDS:
+                        return False if positive else None
+                    if backend.startswith("MULTI_"):  # DDP on every device type
+                        return True if positive else None
+                if attr == "num_processes" and type(target.comparator) is cst.Integer and target.comparator.value == "1":
+                    if operator is cst.Equal:
+                        return False
+        return None
+
+    # Results that are the same on every rank: what a collective returns, and the gradient norm
+    # `clip_grad_norm_` computes from gradients DDP/FSDP/DeepSpeed have already all-reduced.
+    _UNIFORM_KINDS = frozenset({"ALLGATHER", "ALLGATHER_OBJ", "ALLREDUCE", "BROADCAST", "BROADCAST_OBJ"})
+
+    def is_uniform_result(self, call: cst.CSTNode) -> bool:
+        """``call`` returns the same value on every rank: a gather, reduce or broadcast, or an
+        accelerator's ``clip_grad_norm_`` (the norm of already synchronized gradients)."""
+        if type(call) is not cst.Call:
+            return False
+        if self.op_kind(call) in self._UNIFORM_KINDS:
+            return True
+        func = call.func
+        return type(func) is cst.Attribute and func.attr.value == "clip_grad_norm_" and self.is_accelerator(func.value)
+
+    def reads_only_uniform_results(self, expr: cst.BaseExpression) -> bool:
+        """Every variable ``expr`` reads holds a rank-uniform result (see :meth:`is_uniform_result`)
+        at this point; modules and functions it calls do not count as variables."""
+        variables = [n for n in self.index.loads_in(expr) if type(n) is cst.Name
+                     and self.index.imports.qualify(n.value) is None and n.value not in _BUILTINS
+                     and not (type(self.index.parents.get(n)) is cst.Call and self.index.parents[n].func is n)]
+        if not variables:
+            return False
+        for name in variables:
+            value = self.value_at(name)
+            if value is None or not value.origins() or not all(self.is_uniform_result(o) for o in value.origins()):
+                return False
+        return True
 
     def rank_guard_of(self, node: cst.CSTNode) -> Guard | None:
         """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""

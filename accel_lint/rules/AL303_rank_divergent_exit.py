@@ -149,7 +149,8 @@ def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> str | None:
         if isinstance(parent, (cst.If, cst.While)) and parent is not loop:
             test = parent.test
             text = model.code(test)
-            if _COLLECTIVE_RESULT.search(text) or model.ranks.is_rank_dependent(test):
+            if _COLLECTIVE_RESULT.search(text) or model.ranks.is_rank_dependent(test) \
+                    or model.reads_only_uniform_results(test):
                 return None
             if _RANK_LOCAL.search(text) and not _from_collective(model, test):
                 return f"`{text}`, computed from this rank's own data"

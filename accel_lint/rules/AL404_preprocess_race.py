@@ -8,9 +8,14 @@ import libcst as cst
 from ..model import FileModel
 from .base import Finding, Rule
 
-_DOWNLOADS = {"huggingface_hub.snapshot_download", "huggingface_hub.hf_hub_download", "urllib.request.urlretrieve"}
+# huggingface_hub's downloads are not here: they take a file lock per blob, so ranks that download
+# at once wait for one another and reuse the cache (at most the existence checks are repeated)
+_DOWNLOADS = {"urllib.request.urlretrieve"}
+# methods of a `datasets` Dataset/DatasetDict that return another one (what `.map` may be called on)
+_DATASET_METHODS = frozenset({"map", "filter", "select", "shuffle", "train_test_split", "remove_columns",
+                              "rename_column", "rename_columns", "cast", "cast_column", "select_columns",
+                              "with_format", "flatten", "sort", "shard", "add_column", "align_labels_with_mapping"})
 _MAIN_FIRST = re.compile(r"main(_process)?_first")
-_DATASET_NAME = re.compile(r"(^|_)(ds|dataset|datasets|data)(_|$)|dataset", re.IGNORECASE)
 
 
 class PreprocessRace(Rule):
@@ -20,11 +25,15 @@ class PreprocessRace(Rule):
     ## What it does
     (A, warning) Once an accelerator exists, in code every rank runs and outside
     `with accelerator.main_process_first():` / `local_main_process_first()`: `Dataset.map` and
-    `.filter` on a dataset (a `load_dataset(...)` result or a name like `train_dataset`),
-    `snapshot_download`, `hf_hub_download`, `urlretrieve`, and torchvision datasets with
-    `download=True`. (B, error) A collective inside the `main_process_first()` body.
+    `.filter` on a Hugging Face `datasets` object (made by a function of `datasets` such as
+    `load_dataset`, or derived from one by `.map`, `.filter`, `["train"]`, ...), `urlretrieve`,
+    and torchvision datasets with `download=True`. (B, error) A collective inside the
+    `main_process_first()` body.
     Not flagged: calls inside either context manager or under a rank guard; work before any
-    accelerator exists.
+    accelerator exists; a `.map` on anything the model cannot trace to `datasets` (a
+    webdataset pipeline's `.map` is a lazy per-sample transform with no cache files);
+    `huggingface_hub` downloads (`hf_hub_download`, `snapshot_download` take a file lock per
+    file, so concurrent ranks wait and reuse the cache: the work is not repeated).
 
     ## Why is this bad?
     (A) The work runs N times, and the ranks race on the same cache files (corrupt Arrow
@@ -61,16 +70,25 @@ class PreprocessRace(Rule):
         with accelerator.main_process_first():
             train_dataset = raw["train"].map(tokenize, batched=True)
         """,
+        """\
+        import webdataset as wds
+        from accelerate import Accelerator
+        from huggingface_hub import hf_hub_download
+        accelerator = Accelerator()
+        config = hf_hub_download("org/model", "model_index.json")
+        dataset = wds.WebDataset(shards).decode("pil")
+        dataset = dataset.map(preprocess)
+        """,
     ]
     INVALID = [
         """\
         from accelerate import Accelerator
         from datasets import load_dataset
-        from huggingface_hub import snapshot_download
+        from urllib.request import urlretrieve
         accelerator = Accelerator()
         raw = load_dataset("glue", "mrpc")
         train_dataset = raw["train"].map(tokenize, batched=True)  # expect: AL404
-        path = snapshot_download("bert-base-uncased")  # expect: AL404
+        urlretrieve("https://example.com/vocab.txt", "vocab.txt")  # expect: AL404
         with accelerator.main_process_first():
             stats = accelerator.gather(local_stats)  # expect: AL404
         """,
@@ -109,16 +127,34 @@ def _preprocessing(model: FileModel, call: cst.Call) -> str | None:
             a.keyword is not None and a.keyword.value == "download" and model.code(a.value) == "True" for a in call.args):
         return qualified + "(download=True)"
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("map", "filter") and call.args:
-        receiver = func.value
-        base = receiver.value if isinstance(receiver, cst.Subscript) else receiver
-        value = model.value_at(base)
-        origin = value.origin if value is not None else None
-        from_load = isinstance(origin, cst.Call) and \
-            (model.index.imports.qualify_expr(origin.func) or "").startswith("datasets.load_dataset")
-        if from_load or _DATASET_NAME.search(model.code(base).rsplit(".", 1)[-1]):
-            return f"{model.code(receiver)}.{func.attr.value}()"
+    if isinstance(func, cst.Attribute) and func.attr.value in ("map", "filter") and call.args \
+            and _is_hf_dataset(model, func.value):
+        return f"{model.code(func.value)}.{func.attr.value}()"
     return None
+
+
+def _is_hf_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """``expr`` holds a Hugging Face ``datasets`` object: made by a function of ``datasets``
+    (``load_dataset``, ``Dataset.from_dict``, ``load_from_disk``, ...), or by a method of one that
+    returns another (``.map``, ``.filter``, ``["train"]``). Anything else (a webdataset
+    pipeline, whose ``.map`` is a lazy per-sample transform) is not."""
+    if depth > 20:
+        return False
+    if isinstance(expr, cst.Subscript):
+        return _is_hf_dataset(model, expr.value, depth + 1)
+    if isinstance(expr, cst.Call):
+        origin = expr
+    else:
+        value = model.value_at(expr)
+        origin = value.origin if value is not None else None
+    if not isinstance(origin, cst.Call):
+        return False
+    qualified = model.index.imports.qualify_expr(origin.func) or ""
+    if qualified.startswith("datasets."):
+        return True
+    func = origin.func
+    return isinstance(func, cst.Attribute) and func.attr.value in _DATASET_METHODS and \
+        _is_hf_dataset(model, func.value, depth + 1)
 
 
 def _main_process_first(model: FileModel, call: cst.Call) -> cst.With | None:

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import YES, FileModel
+from ..model import NO, YES, FileModel
 from .base import Finding, Fix, Rule
 
 # nn.Module API (and DistributedDataParallel's own attributes) that the wrapper forwards or has
@@ -20,8 +20,8 @@ _MODULE_API = frozenset({
     "output_device", "process_group", "backward", "step", "_get_name",
 })
 _EFFECTS = {
-    "state_dict": "prefixes every key with `module.` (loading it later fails with unexpected keys) and under "
-    "FSDP/ZeRO-3 returns sharded or empty weights",
+    "state_dict": "prefixes every key with `module.` under DDP (loading it later fails with unexpected keys) and "
+    "under FSDP/ZeRO-3 may return sharded or empty weights",
     "module": "exists only when the model is wrapped, so the same code crashes on one process",
     "_orig_mod": "exists only when the model is compiled and unwrapped",
 }
@@ -41,9 +41,16 @@ class MissingUnwrap(Rule):
     ## Why is this bad?
     Under DDP the wrapper has none of the model's own attributes:
     `AttributeError: 'DistributedDataParallel' object has no attribute 'generate'`.
-    Its `state_dict()` keys carry a `module.` prefix, so loading fails with
-    `Unexpected key(s) in state_dict`; under FSDP or ZeRO-3 the weights are sharded or
-    empty. Under a single process `prepare` returns the bare model, so tests pass.
+    FSDP1's wrapper and DeepSpeed's engine forward unknown attributes to the model, and
+    FSDP2, XLA and a single process add no wrapper at all, so there the attribute works and
+    the risk is what `state_dict()` returns: under DDP its keys carry a `module.` prefix, so
+    loading fails with `Unexpected key(s) in state_dict`; under FSDP or ZeRO-3 the weights
+    may be sharded or empty. Under a single process `prepare` returns the bare model, so
+    tests pass. Code that only runs where there is no wrapper is not flagged: the `else` of
+    `hasattr(model, "module")` or `isinstance(model, DistributedDataParallel)`, and branches
+    under `distributed_type == DistributedType.XLA` (or `NO`) or `num_processes == 1`; nor is
+    `.module` inside the branch that tested for it. Checked against accelerate 1.15 and
+    torch 2.13 sources for DDP, FSDP1, FSDP2 and DeepSpeed.
 
     ## Example
     ```python
@@ -72,6 +79,17 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        """\
+        from accelerate import Accelerator, DistributedType
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        if hasattr(model, "module"):
+            model.module.config.total_step = 10
+        else:
+            model.config.total_step = 10
+        if accelerator.distributed_type == DistributedType.XLA:
+            model.tie_weights()
+        """,
         """
 from accelerate import Accelerator
 accelerator = Accelerator()
@@ -120,13 +138,15 @@ class Runner:
             attr = node.attr.value
             if attr in _MODULE_API or attr.startswith("__"):
                 continue
-            if attr == "module" and _under_backend_check(model, node):
-                continue
+            wrapped = model.wrapped_at(node, node.value)
+            if wrapped == NO or (wrapped == YES and attr in ("module", "_orig_mod")):
+                continue  # the branch only runs where the model is bare, or tested for the wrapper
             if _is_assignment_target(model, node):
                 continue
             acc = model.accelerator_name_in(model.scope_of(node))
             name = model.code(node.value)
-            effect = _EFFECTS.get(attr, f"has no `{attr}` (AttributeError under DDP, FSDP and DeepSpeed)")
+            effect = _EFFECTS.get(attr, f"has no `{attr}` under DDP (AttributeError; FSDP1 and DeepSpeed's engine "
+                                        f"forward it to the model, FSDP2 adds no wrapper)")
             if attr == "state_dict":
                 fix = f"`{acc}.get_state_dict({name})`"
             else:
@@ -155,15 +175,6 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
     if attr in ("module", "_orig_mod"):
         return Fix("safe", f"use `{acc}.unwrap_model(...)`", ((node, unwrapped),))
     return Fix("safe", f"use `{acc}.unwrap_model(...)`", ((base, unwrapped),))
-
-
-def _under_backend_check(model: FileModel, node: cst.CSTNode) -> bool:
-    for parent in model.ancestors(node):
-        if isinstance(parent, (cst.If, cst.IfExp)):
-            text = model.code(parent.test)
-            if "distributed_type" in text or "isinstance" in text or "hasattr" in text:
-                return True
-    return False
 
 
 def _is_assignment_target(model: FileModel, node: cst.CSTNode) -> bool:
