@@ -39,6 +39,7 @@ class Cell:
     index: int  # 1-based position among all cells
     lines: list[str]  # source lines, without line ends
     masked: set[int] = field(default_factory=set)  # 0-based lines replaced by `pass`
+    continuation: set[int] = field(default_factory=set)  # masked lines that continue the one above (blank)
     ends_with_newline: bool = False
 
 
@@ -102,11 +103,19 @@ def _build_module(notebook: Notebook) -> None:
             line_map.append((cell.index, 0))
         whole_cell = bool(cell.lines) and cell.lines[0].lstrip().startswith("%%") and \
             cell.lines[0].lstrip()[2:].split(" ")[0].strip() not in _PYTHON_CELL_MAGICS
+        continued = False  # the previous line was IPython syntax ending in a backslash
         for i, line in enumerate(cell.lines):
-            if whole_cell or (i == 0 and line.lstrip().startswith("%%")) or _is_ipython(line):
+            if continued:
+                # `!python prep.py --a 1 \` and its continuation lines are one shell command
+                cell.masked.add(i)
+                cell.continuation.add(i)
+                out.append("")
+                continued = line.rstrip().endswith("\\")
+            elif whole_cell or (i == 0 and line.lstrip().startswith("%%")) or _is_ipython(line):
                 cell.masked.add(i)
                 indent = line[: len(line) - len(line.lstrip())] if not whole_cell else ""
                 out.append(f"{indent}pass")
+                continued = not whole_cell and line.rstrip().endswith("\\")
             else:
                 out.append(line)
             line_map.append((cell.index, i + 1))
@@ -133,7 +142,8 @@ def apply_fixed_module(notebook: Notebook, fixed_module: str) -> tuple[str, list
     replacements: dict[int, list[str]] = {}
     for cell, part in zip(notebook.cells, parts):
         new_lines = part.split("\n") if part else []
-        if new_lines == [line if i not in cell.masked else _masked(cell.lines[i]) for i, line in enumerate(cell.lines)]:
+        if new_lines == [line if i not in cell.masked else ("" if i in cell.continuation else _masked(cell.lines[i]))
+                         for i, line in enumerate(cell.lines)]:
             continue  # unchanged
         if cell.masked:
             if len(new_lines) != len(cell.lines):

@@ -1,0 +1,214 @@
+"""Patterns found by the ecosystem check (bench/ecosystem.py) on outside training scripts, each
+paraphrased into a small program of our own. Every case lists exactly the findings it must
+give, as (line, code): an empty list is a false-positive class that must stay clean; a
+non-empty one is a recall class."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from accel_lint.config import Config
+from accel_lint.engine import lint_source
+from conftest import json_findings
+
+CASES = {
+    # Step arithmetic recomputed after prepare, with a flag that says whether the step budget
+    # came from the loader: the loop bound holds the post-prepare values on every path.
+    "steps_recomputed_after_prepare_with_override_flag": ("""
+        import math
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def train(cfg, net, opt, ds):
+            acc = Accelerator(gradient_accumulation_steps=cfg.accum)
+            loader = DataLoader(ds, batch_size=cfg.bs, shuffle=True)
+            budget_from_loader = False
+            updates_per_epoch = math.ceil(len(loader) / cfg.accum)
+            if cfg.total_updates is None:
+                cfg.total_updates = cfg.epochs * updates_per_epoch
+                budget_from_loader = True
+            net, opt, loader = acc.prepare(net, opt, loader)
+            updates_per_epoch = math.ceil(len(loader) / cfg.accum)
+            if budget_from_loader:
+                cfg.total_updates = cfg.epochs * updates_per_epoch
+            cfg.epochs = math.ceil(cfg.total_updates / updates_per_epoch)
+            first = 0
+            if cfg.resume:
+                first = cfg.resume_step // updates_per_epoch
+            done = 0
+            for epoch in range(first, cfg.epochs):
+                for batch in loader:
+                    done += 1
+                    if done >= cfg.total_updates:
+                        break
+    """, []),
+    # The same arithmetic, but the per-epoch count is only recomputed when the budget came from
+    # the loader: with a budget given on the command line the epoch count divides it by the
+    # unsharded per-epoch count and training stops after 1/N of it.
+    "epoch_count_from_unsharded_per_epoch_count": ("""
+        import math
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def train(cfg, net, opt, ds):
+            acc = Accelerator()
+            loader = DataLoader(ds, batch_size=cfg.bs)
+            budget_from_loader = False
+            updates_per_epoch = math.ceil(len(loader) / cfg.accum)
+            if cfg.total_updates is None:
+                cfg.total_updates = cfg.epochs * updates_per_epoch
+                budget_from_loader = True
+            net, opt, loader = acc.prepare(net, opt, loader)
+            if budget_from_loader:
+                updates_per_epoch = math.ceil(len(loader) / cfg.accum)
+                cfg.total_updates = cfg.epochs * updates_per_epoch
+            cfg.epochs = math.ceil(cfg.total_updates / updates_per_epoch)
+            for epoch in range(cfg.epochs):
+                for batch in loader:
+                    pass
+    """, [(18, "AL202")]),
+    # AL202 B2: a pre-prepare step count times num_processes as a prepared scheduler's horizon.
+    "scheduler_horizon_times_num_processes": ("""
+        import math
+        from accelerate import Accelerator
+        from diffusers.optimization import get_scheduler
+        from torch.utils.data import DataLoader
+
+        def train(cfg, net, opt, ds):
+            acc = Accelerator()
+            loader = DataLoader(ds, batch_size=cfg.bs)
+            if cfg.total_updates is None:
+                cfg.total_updates = cfg.epochs * math.ceil(len(loader) / cfg.accum)
+            sched = get_scheduler(
+                "cosine", optimizer=opt,
+                num_training_steps=cfg.total_updates * acc.num_processes,
+            )
+            net, opt, loader, sched = acc.prepare(net, opt, loader, sched)
+    """, [(13, "AL202")]),
+    # The newer form: the count is per rank before it is multiplied (right), and an argparse
+    # option with a numeric default is never None (the pre-prepare branch never runs).
+    "per_rank_count_and_option_that_is_never_none": ("""
+        import argparse, math
+        from accelerate import Accelerator
+        from diffusers.optimization import get_scheduler
+        from torch.utils.data import DataLoader
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--total_updates", type=int, default=3000)
+        cfg = parser.parse_args()
+        acc = Accelerator()
+        loader = DataLoader(ds, batch_size=8)
+        per_rank = math.ceil(len(loader) / acc.num_processes)
+        warm = sched_horizon = cfg.epochs * per_rank * acc.num_processes
+        if cfg.total_updates is None:
+            cfg.total_updates = cfg.epochs * len(loader)
+        sched = get_scheduler("linear", optimizer=opt, num_warmup_steps=warm,
+                              num_training_steps=cfg.total_updates * acc.num_processes)
+        net, opt, loader, sched = acc.prepare(net, opt, loader, sched)
+    """, []),
+    # PyTorch's device API is not Accelerate: a script that never imports accelerate.
+    "torch_accelerator_device_api": ("""
+        import torch
+        from torch.utils.data import DataLoader
+        from tqdm import tqdm
+        device = torch.accelerator.current_accelerator().type if hasattr(torch, "accelerator") else "cpu"
+        loader = DataLoader(ds, batch_size=4)
+        for batch in tqdm(loader):
+            loss = net(batch.to(device))
+            loss.backward()
+            print(loss.item())
+    """, []),
+    # A wrapper test picks the right object in each branch.
+    "wrapper_chosen_per_branch": ("""
+        from accelerate import Accelerator, DistributedType
+        acc = Accelerator()
+        net = acc.prepare(net)
+        if hasattr(net, "module"):
+            net.module.head.scale = 2.0
+        else:
+            net.head.scale = 2.0
+        if acc.distributed_type == DistributedType.XLA:
+            net.tie_weights()
+        if acc.num_processes == 1:
+            net.generate(prompt)
+    """, []),
+    # Outside such a branch the attribute is still reported.
+    "wrapper_attribute_outside_a_branch": ("""
+        from accelerate import Accelerator
+        acc = Accelerator()
+        net = acc.prepare(net)
+        net.generate(prompt)
+    """, [(4, "AL501")]),
+    # The norm clip_grad_norm_ returns is computed from all-reduced gradients: the same on
+    # every rank, so skipping the step on NaN is decided together.
+    "skip_on_nan_gradient_norm": ("""
+        import torch
+        from accelerate import Accelerator
+        acc = Accelerator()
+        net, opt, loader = acc.prepare(net, opt, loader)
+        for batch in loader:
+            acc.backward(net(batch).mean())
+            if acc.sync_gradients:
+                norm = acc.clip_grad_norm_(net.parameters(), 1.0)
+                if torch.logical_or(norm.isnan(), norm.isinf()):
+                    opt.zero_grad()
+                    continue
+            opt.step()
+    """, []),
+    # A rank-local loss still decides alone.
+    "skip_on_nan_loss": ("""
+        import torch
+        from accelerate import Accelerator
+        acc = Accelerator()
+        net, opt, loader = acc.prepare(net, opt, loader)
+        for batch in loader:
+            loss = net(batch).mean()
+            if torch.isnan(loss):
+                break
+            acc.backward(loss)
+            opt.step()
+    """, [(8, "AL303")]),
+    # webdataset's .map is a lazy per-sample transform; huggingface_hub downloads take file locks.
+    "webdataset_map_and_hub_download": ("""
+        import webdataset as wds
+        from accelerate import Accelerator
+        from huggingface_hub import hf_hub_download
+        acc = Accelerator()
+        index = hf_hub_download("org/pipeline", "model_index.json")
+        shards = wds.WebDataset(urls).shuffle(100).decode("pil")
+        shards = shards.map(augment)
+    """, []),
+    # A datasets object derived from load_dataset is still traced through .map and ["train"].
+    "datasets_map_on_every_rank": ("""
+        from accelerate import Accelerator
+        from datasets import load_dataset
+        acc = Accelerator()
+        raw = load_dataset("imdb")
+        train = raw["train"].shuffle(seed=0)
+        train = train.map(tokenize, batched=True)
+    """, [(6, "AL404")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_ecosystem_pattern(name):
+    source, expected = CASES[name]
+    result = lint_source(textwrap.dedent(source).lstrip("\n"), f"{name}.py", Config())
+    assert sorted((d.line, d.code) for d in result.diagnostics if d.code != "AL403") == expected
+
+
+def test_a_shell_line_continued_with_backslashes_is_masked_as_one_unit(tmp_path):
+    cells = [
+        "from accelerate import Accelerator\naccelerator = Accelerator()\n",
+        "!python prepare.py --split train \\\n    --out data/ \\\n    --workers 4\nx = 1\n",
+    ]
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                           "source": cell.splitlines(keepends=True)} for cell in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "prep.ipynb"
+    path.write_text(json.dumps(notebook, indent=1))
+    code, findings = json_findings("--no-cache", str(path))
+    assert (code, findings) == (0, [])
