@@ -22,8 +22,11 @@ from accel_lint.engine import lint_paths
 WHEELS = {"accelerate": "1.15.0", "trl": "1.16.0"}
 CACHE = Path(os.environ.get("ACCEL_LINT_CORPUS_CACHE", Path.home() / ".cache" / "accel-lint-corpus"))
 
-# (path inside the unpacked wheels, line, code): all true positives of the rules' definitions;
-# each is deliberate in Accelerate's own multi-process test scripts (raw DDP backward, FSDP shards,
+# (path inside the unpacked wheels, line, code): what the rules report (bench/ecosystem/wheels.tsv
+# triages them: the AL501 state_dict() findings on an FSDP1 model compared in memory are false);
+# two raw backward() calls that only inspect gradients (no optimizer in the file) are no longer
+# reported;
+# each is deliberate in Accelerate's own multi-process test scripts (FSDP shards,
 # progress prints that every rank repeats: AL403 is severity info; tokenizing on every rank
 # without main_process_first(): AL404).
 EXPECTED = [
@@ -34,8 +37,6 @@ EXPECTED = [
     ("accelerate/test_utils/scripts/external_deps/test_peak_memory_usage.py", 157, "AL404"),
     ("accelerate/test_utils/scripts/external_deps/test_performance.py", 58, "AL404"),
     ("accelerate/test_utils/scripts/external_deps/test_pippy.py", 115, "AL403"),
-    ("accelerate/test_utils/scripts/test_ddp_comm_hook.py", 34, "AL101"),
-    ("accelerate/test_utils/scripts/test_distributed_data_loop.py", 175, "AL101"),
     ("accelerate/test_utils/scripts/test_merge_weights.py", 91, "AL501"),
     ("accelerate/test_utils/scripts/test_merge_weights.py", 93, "AL501"),
     ("accelerate/test_utils/scripts/test_merge_weights.py", 99, "AL501"),

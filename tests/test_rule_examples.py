@@ -69,7 +69,7 @@ def test_a_warm_run_never_imports_libcst(tmp_path):
     import sys
 
     (tmp_path / "train.py").write_text("from accelerate import Accelerator\naccelerator = Accelerator()\n"
-                                       "model = accelerator.prepare(model)\nmodel(x).loss.backward()\n")
+                                       "model, opt = accelerator.prepare(model, opt)\nmodel(x).loss.backward()\nopt.step()\n")
     cache = tmp_path / "cache"
     code = ("import sys; from accel_lint.cli import main\n"
             "try:\n    main([%r, '--cache-dir', %r])\nexcept SystemExit:\n    pass\n"

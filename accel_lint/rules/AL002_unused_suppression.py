@@ -44,7 +44,7 @@ class UnusedSuppression(Rule):
         """\
         from accelerate import Accelerator
         accelerator = Accelerator()
-        model = accelerator.prepare(model)
+        model, optimizer = accelerator.prepare(model, optimizer)
         loss = model(batch)
         loss.backward()  # noqa: AL101
         print("done")  # noqa: E501

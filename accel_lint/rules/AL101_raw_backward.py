@@ -118,6 +118,9 @@ class Trainer:
             reached = self._prepared_kinds_in(model, scope)
             if "optimizer" not in reached and not ("model" in reached and self._from_prepared_model(model, loss, 0)):
                 continue
+            if not any(v.kind == "optimizer" for v in model.objects.values.values()) and not any(
+                    v.kind == "optimizer" for env in model.objects.final_envs.values() for v in env.values()):
+                continue  # nothing in the file steps an optimizer: gradients computed to inspect them
             if self._scaler_without_mixed_precision(model, loss):
                 continue
             acc = model.accelerator_name_in(scope)

@@ -143,10 +143,14 @@ def _is_hf_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -
     if isinstance(expr, cst.Subscript):
         return _is_hf_dataset(model, expr.value, depth + 1)
     if isinstance(expr, cst.Call):
-        origin = expr
+        origins = [expr]
     else:
         value = model.value_at(expr)
-        origin = value.origin if value is not None else None
+        origins = list(value.origins()) if value is not None else []
+    return bool(origins) and all(_made_by_datasets(model, origin, depth) for origin in origins)
+
+
+def _made_by_datasets(model: FileModel, origin: cst.CSTNode, depth: int) -> bool:
     if not isinstance(origin, cst.Call):
         return False
     qualified = model.index.imports.qualify_expr(origin.func) or ""
