@@ -26,6 +26,7 @@ When the model cannot decide, it answers "unknown", and rules report nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 
 import libcst as cst
@@ -98,7 +99,13 @@ class FileModel:
 
     # -- values ---------------------------------------------------------------------------
     def value_at(self, expr: cst.CSTNode) -> Value | None:
-        """What ``expr`` (a name or attribute read) holds at its program point."""
+        """What ``expr`` (a name or attribute read, or an item of a known container such as
+        ``loaders["train"]``) holds at its program point."""
+        if type(expr) is cst.Subscript:
+            base = self.value_at(expr.value)
+            if base is not None and base.container:
+                return replace(base, container=False, origin=None if base.origin is None else expr)
+            return None
         return self.objects.values.get(expr)
 
     def is_accelerator(self, expr: cst.BaseExpression) -> bool:

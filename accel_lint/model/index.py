@@ -275,6 +275,20 @@ class FileIndex:
                 return self.classes.get(info.class_name)
         return None
 
+    def resolve_property(self, expr: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The same-class ``@property`` that ``self.<name>`` reads, or ``None``."""
+        if type(expr) is not cst.Attribute or dotted_name(expr.value) != "self":
+            return None
+        cls = self.class_of(self.scope_of(expr))
+        if cls is None:
+            return None
+        for fn, info in self.functions.items():
+            if info.class_name == cls.name and fn.name.value == expr.attr.value and any(
+                    dotted_name(d.decorator) in ("property", "functools.cached_property", "cached_property")
+                    for d in fn.decorators):
+                return fn
+        return None
+
     def resolve_call(self, call: cst.Call) -> cst.FunctionDef | None:
         """The same-file ``def`` a call reaches: module functions, nested functions,
         ``self.m()`` inside a class and ``Cls.m()``. Anything else is unknown."""

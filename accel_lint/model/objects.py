@@ -205,7 +205,9 @@ class ObjectTracker:
                 merged = vals[0]
                 for v in vals[1:]:
                     merged = merge(merged, v)
-                if merged is not None and (merged.prepared != NO or merged.is_acc):
+                # an unprepared loader travels too: a helper that iterates what every caller
+                # passes it iterates an unsharded loader
+                if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind == "loader"):
                     summary.params[name] = merged
         self.class_attrs = {c: dict(e) for c, e in self._pending_class.items()}
 
@@ -267,8 +269,10 @@ class ObjectTracker:
         if isinstance(expr, cst.Subscript):
             base = self.value_of(expr.value, env)
             if base is not None and base.container:
-                return replace(base, container=False, origin=expr)
+                return replace(base, container=False, origin=expr if base.origin is not None else None)
             return None
+        if isinstance(expr, cst.Dict):
+            return self._dict_value(expr, env)
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
             if isinstance(element, cst.Call):
@@ -287,6 +291,23 @@ class ObjectTracker:
             return False
         qualified = self.index.imports.qualify(dotted_name(expr))
         return qualified is None or qualified.startswith("accelerate")
+
+    def _dict_value(self, expr: cst.Dict, env: Env) -> Value | None:
+        """``{"train": DataLoader(...), "eval": DataLoader(...)}``: a container whose items are
+        all objects of one kind; an item read from it (``loaders["train"]``) may be any of them."""
+        joined: Value | None = None
+        for element in expr.elements:
+            if not isinstance(element, cst.DictElement):
+                return None
+            value = self.value_of(element.value, env)
+            if value is None or value.kind is None or value.is_acc or value.container:
+                return None
+            if joined is not None and joined.kind != value.kind:
+                return None
+            joined = value if joined is None else merge(joined, value)
+        if joined is None:
+            return None
+        return replace(joined, container=True, origin=None, alternatives=joined.origins())
 
     def is_acc_constructor(self, call: cst.Call) -> bool:
         name = dotted_name(call.func)
@@ -425,6 +446,13 @@ class ObjectTracker:
             return
         if isinstance(target, cst.StarredElement):
             self._bind(target.value, None, env)
+            return
+        if isinstance(target, cst.Subscript):
+            # `loaders["train"] = accelerator.prepare(loaders["train"])`: the container no longer
+            # holds what the model knew of it
+            base = dotted_name(target.value)
+            if base is not None and base in env and env[base].container:
+                del env[base]
             return
         key = dotted_name(target)
         if key is None:

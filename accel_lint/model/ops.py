@@ -298,7 +298,8 @@ class OpAnalysis:
         """Op kinds a same-file function performs on any rank class (helpers included)."""
         kinds: set[str] = set()
         for cls in self.ranks.classes:
-            kinds.update(_kinds(_flatten(self.summary(fn, cls).items, None)))
+            # only ops: the brackets of branches and loops are structure, not something done
+            kinds.update(kind for kind, op in _flatten(self.summary(fn, cls).items, None) if op is not None)
         return kinds
 
     # -- regions ---------------------------------------------------------------------------

@@ -185,6 +185,10 @@ class RankEvaluator:
                 return cls.li
             if attr in ("local_rank",) and self.defines_local_rank_arg and dotted_name(expr.value) == "args":
                 return cls.li
+        prop = self.index.resolve_property(expr)
+        if prop is not None:  # `if self.is_main:` with `def is_main(self): return ...is_main_process`
+            exprs = self.objects.summaries[prop].return_exprs
+            return self._eval(exprs[0], cls, depth) if len(exprs) == 1 else UNIFORM
         value = self.objects.values.get(expr)
         origin = value.origin if value is not None else None
         if isinstance(origin, cst.BaseExpression) and origin is not expr:

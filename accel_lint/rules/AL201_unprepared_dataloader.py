@@ -16,7 +16,11 @@ class UnpreparedDataloader(Rule):
     Flags a loop over a `DataLoader(...)` created in this file (directly or through
     `enumerate`, `tqdm`, `iter`) when the loop calls `accelerator.backward` (training,
     an error) or runs a prepared model (evaluation, a warning), the loader is unprepared
-    on every path to the loop, and the loader object is never passed to `prepare`.
+    on every path to the loop: the object iterated is not a result of `prepare`. That
+    includes the loader that was passed to `prepare` when the loop iterates it instead of
+    what `prepare` returned (`prepare` leaves its argument unsharded), a loader a helper
+    receives as a parameter from every caller and iterates, a loader kept in a dict, and a
+    loader rebuilt after `prepare`.
 
     ## Why is this bad?
     `prepare` is what shards a loader across processes. Unprepared, every rank trains on
@@ -115,11 +119,15 @@ for batch in eval_dl:  # expect: AL201
             value = model.value_at(loader)
             if value is None or value.prepared != NO or value.kind != "loader":
                 continue
-            origin = value.origin
-            if not (isinstance(origin, cst.Call) and (model.code(origin.func).split(".")[-1].endswith("DataLoader"))):
+            origins = value.origins()
+            if not origins or not all(isinstance(o, cst.Call) and model.code(o.func).split(".")[-1].endswith("DataLoader")
+                                      for o in origins):
                 continue
-            if model.was_prepared(origin) or _already_sharded(model, origin):
+            if any(_already_sharded(model, o) for o in origins):
                 continue
+            # `prepare` returns a new, sharded loader and leaves its argument as it was: what
+            # matters is whether the object iterated here is a result of `prepare`
+            passed = any(model.was_prepared(o) for o in origins)
             body_calls = model.calls_in(loop.body)
             # training: accelerator.backward, or a raw `.backward()` / optimizer step (AL101's bug
             # on top of this one: the loop still trains)
@@ -129,12 +137,19 @@ for batch in eval_dl:  # expect: AL201
                 continue
             acc = model.accelerator_name_in(model.scope_of(loop))
             name = model.code(loader)
-            if train:
-                message = (f"`{name}` is iterated in a training loop but never passed to `{acc}.prepare()`; every rank "
-                           f"trains on the full dataset, so N processes do the work of one")
+            where = "a training" if train else "an evaluation"
+            if passed:
+                what = (f"`{name}` is iterated in {where} loop but holds the loader given to `{acc}.prepare()`, not the "
+                        f"sharded one it returned")
+            elif len(origins) == 1 and model.scope_of(next(iter(origins))) is not model.scope_of(loop):
+                what = (f"`{name}` (the `DataLoader` built on line {model.line_of(next(iter(origins)))}) is iterated in "
+                        f"{where} loop but never passed to `{acc}.prepare()`")
             else:
-                message = (f"`{name}` is iterated in an evaluation loop but never passed to `{acc}.prepare()`; every "
-                           f"rank evaluates the full dataset and gathered metrics count each sample N times")
+                what = f"`{name}` is iterated in {where} loop but never passed to `{acc}.prepare()`"
+            if train:
+                message = f"{what}; every rank trains on the full dataset, so N processes do the work of one"
+            else:
+                message = f"{what}; every rank evaluates the full dataset and gathered metrics count each sample N times"
             yield Finding(loop.iter, message, None if train else "warning")
 
 
@@ -154,7 +169,7 @@ def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression | None:
         if fname not in ("enumerate", "tqdm", "iter") or not expr.args:
             return None
         expr = expr.args[0].value
-    if isinstance(expr, (cst.Name, cst.Attribute)):
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
         return expr
     return None
 

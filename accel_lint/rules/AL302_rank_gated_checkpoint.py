@@ -107,6 +107,10 @@ for epoch in range(3):
                 continue
             method = op.origin.func.attr.value if isinstance(op.origin.func, cst.Attribute) else ""
             consequence = _CONSEQUENCES.get(method, "deadlocks under FSDP and DeepSpeed")
+            if _admits_deepspeed(model, op.guard):
+                # `is_main_process or distributed_type == DEEPSPEED`: every rank under DeepSpeed
+                consequence = ("deadlocks under FSDP, where it needs every rank (the guard lets every rank in only "
+                               "under DeepSpeed)")
             what = quote(model.code(op.node), 70)
             if op.chain:
                 what = f"{what} (which calls {quote(model.code(op.origin.func) + '()')})"
@@ -117,6 +121,22 @@ for epoch in range(3):
                 fix=_hoist(model, op),
                 tag=method or "state_dict",
             )
+
+
+def _admits_deepspeed(model: FileModel, guard) -> bool:
+    """The guard is an ``or`` with ``<acc>.distributed_type == DistributedType.DEEPSPEED``."""
+    test = getattr(guard.node, "test", None) if guard is not None else None
+    pending = [test] if test is not None else []
+    while pending:
+        expr = pending.pop()
+        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+            pending += [expr.left, expr.right]
+        elif isinstance(expr, cst.Comparison) and isinstance(expr.left, cst.Attribute) \
+                and expr.left.attr.value == "distributed_type" and len(expr.comparisons) == 1 \
+                and isinstance(expr.comparisons[0].operator, cst.Equal) \
+                and model.code(expr.comparisons[0].comparator).endswith("DEEPSPEED"):
+            return True
+    return False
 
 
 def _hoist(model: FileModel, op) -> Fix | None:
@@ -141,6 +161,10 @@ def _hoist(model: FileModel, op) -> Fix | None:
         return None
     at = body.index(statement)
     before, after = body[:at], body[at + 1:]
+    if _reads_names_bound_in(model, statement, before):
+        # `save_path = ...` guarded, `save_state(save_path)` hoisted: every other rank would
+        # read a name that is unbound (or stale from an earlier pass)
+        return None
     replacement: list[cst.BaseStatement] = []
     if before:
         replacement.append(branch.with_changes(body=branch.body.with_changes(body=before)))
@@ -149,3 +173,17 @@ def _hoist(model: FileModel, op) -> Fix | None:
         replacement.append(branch.with_changes(leading_lines=[], body=branch.body.with_changes(body=after)))
     return Fix("unsafe", "run the checkpoint call on every rank; keep the rest guarded",
                ((branch, cst.FlattenSentinel(replacement)),))
+
+
+def _reads_names_bound_in(model: FileModel, statement: cst.CSTNode, block: list[cst.CSTNode]) -> bool:
+    """Whether ``statement`` reads a name that a statement of ``block`` assigns."""
+    bound: set[str] = set()
+    for node in block:
+        for inner in model.index.walk(node):
+            if isinstance(inner, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem)):
+                target = getattr(inner, "target", None) or getattr(inner, "asname", None)
+                target = getattr(target, "name", target)
+                for name in model.index.walk(target) if target is not None else ():
+                    if isinstance(name, cst.Name):
+                        bound.add(name.value)
+    return any(isinstance(n, cst.Name) and n.value in bound for n in model.index.loads_in(statement))

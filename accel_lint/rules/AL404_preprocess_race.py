@@ -161,14 +161,35 @@ def _made_by_datasets(model: FileModel, origin: cst.CSTNode, depth: int) -> bool
         _is_hf_dataset(model, func.value, depth + 1)
 
 
-def _main_process_first(model: FileModel, call: cst.Call) -> cst.With | None:
+def _main_process_first(model: FileModel, call: cst.CSTNode, _seen: frozenset = frozenset()) -> cst.With | None:
+    """The ``with main_process_first()`` block ``call`` runs in: around it in its function, or
+    around every same-file call of that function (a helper only called inside the block)."""
     for parent in model.ancestors(call):
         if isinstance(parent, cst.With) and any(  # also wrappers: trl's global_then_local_main_first()
-                _MAIN_FIRST.search(model.code(item.item)) for item in parent.items):
+                _is_main_first(model, item.item) for item in parent.items):
             return parent
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+        if isinstance(parent, cst.FunctionDef):
+            if parent in _seen:
+                return None
+            sites = model.ops.call_sites(parent)
+            blocks = [_main_process_first(model, site, _seen | {parent}) for site in sites]
+            return blocks[0] if sites and all(block is not None for block in blocks) else None
+        if isinstance(parent, cst.ClassDef):
             return None
     return None
+
+
+def _is_main_first(model: FileModel, item: cst.BaseExpression) -> bool:
+    """``main_process_first()``, or a call of a variable that holds it on some path
+    (``ctx = accelerator.main_process_first if accelerator else nullcontext``; ``with ctx():``)."""
+    if _MAIN_FIRST.search(model.code(item)):
+        return True
+    if isinstance(item, cst.Call) and isinstance(item.func, (cst.Name, cst.Attribute)):
+        value = model.value_at(item.func)
+        if value is not None:
+            return any(_MAIN_FIRST.search(model.code(origin)) for origin in value.origins()
+                       if isinstance(origin, cst.BaseExpression))
+    return False
 
 
 def _is_context_call(block: cst.With, call: cst.Call) -> bool:
