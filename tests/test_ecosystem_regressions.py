@@ -212,3 +212,18 @@ def test_a_shell_line_continued_with_backslashes_is_masked_as_one_unit(tmp_path)
     path.write_text(json.dumps(notebook, indent=1))
     code, findings = json_findings("--no-cache", str(path))
     assert (code, findings) == (0, [])
+
+
+def test_an_accelerator_built_by_a_factory_in_another_module_is_seen(tmp_path):
+    import shutil
+
+    from conftest import REPO
+
+    shutil.copytree(REPO / "fixtures" / "project_factory", tmp_path / "project")
+    for args in ((), ("--jobs", "1")):
+        code, found = json_findings(str(tmp_path / "project"), "--no-cache", *args)
+        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 15, "AL302")]
+    # the factory stops returning an accelerator: its callers hold an unknown object again
+    (tmp_path / "project" / "train_util.py").write_text("def prepare_accelerator(args):\n    return object()\n")
+    code, found = json_findings(str(tmp_path / "project"), "--no-cache")
+    assert (code, found) == (0, [])

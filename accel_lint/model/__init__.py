@@ -34,7 +34,7 @@ import libcst as cst
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
 from .names import dotted_name, last_attr
-from .objects import ACC_CONSTRUCTORS, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
+from .objects import ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from .writes import Write, classify_write
@@ -59,7 +59,7 @@ class FileModel:
 
     @cached_property
     def objects(self) -> ObjectTracker:
-        return ObjectTracker(self.index, self.accelerator_names, self.incoming)
+        return ObjectTracker(self.index, self.accelerator_names, self.incoming, self.external)
 
     @cached_property
     def loader_lengths(self) -> LoaderLengths:
@@ -84,7 +84,7 @@ class FileModel:
         # Every accelerator value starts at a constructor name or a configured accelerator
         # name (or another module passes prepared objects in): a file with none of these skips
         # the flow analysis.
-        if self.incoming:
+        if self.incoming or any(kind == ACCELERATOR_FACTORY for ops in self.external.values() for kind, _ in ops):
             return True
         if not self.index.identifiers & (ACC_CONSTRUCTORS | set(self.accelerator_names)):
             return False
@@ -186,6 +186,11 @@ class FileModel:
         out = {}
         for name, fn in self.index.module_functions.items():
             ops = self.ops.exported_ops(fn)
+            returned = self.objects.summaries[fn].returns
+            if returned is not None and returned.is_acc:
+                # a factory (`def prepare_accelerator(args): return Accelerator(...)`): its
+                # callers in other modules hold an accelerator
+                ops = [*ops, (ACCELERATOR_FACTORY, "")]
             if ops:
                 out[name] = ops
         return out
@@ -216,13 +221,36 @@ class FileModel:
         (relative level, module, name, local name), for the names this file calls under a rank
         guard: only there can what the imported function does change a finding, so only such
         files are linted a second time."""
-        if not (self.is_accelerate_file or self.uses_torch_distributed):
-            return []
+        analysed = self.is_accelerate_file or self.uses_torch_distributed
+        # (a file whose accelerator comes from another module is not analysed yet: only what
+        # it assigns from imported calls matters for it)
         guarded = {call.func.value for call in self.index.calls
-                   if isinstance(call.func, cst.Name) and self.rank_guard_of(call) is not None}
-        if not guarded:
-            return []
-        return [(*where, local) for local, where in self._names_imported_from().items() if local in guarded]
+                   if analysed and isinstance(call.func, cst.Name) and self.rank_guard_of(call) is not None}
+        # whatever an imported function returns is bound by an assignment: an accelerator
+        # factory matters wherever it is called
+        assigned = {dotted_name(call.func) for call in self.index.calls
+                    if isinstance(self.index.parents.get(call), (cst.Assign, cst.AnnAssign))}
+        out = [(*where, local) for local, where in self._names_imported_from().items()
+               if local in guarded or local in assigned]
+        modules = self._modules_imported()
+        for name in sorted(n for n in assigned if n and "." in n):
+            head, _, function = name.rpartition(".")
+            if head in modules and "." not in function:
+                out.append((0, modules[head], function, name))
+        return out
+
+    def _modules_imported(self) -> dict[str, str]:
+        """local name -> module for ``import module [as local]`` (``import train_util``)."""
+        found = {}
+        for node in self.index.walk(self.module):
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    module = dotted_name(alias.name) or ""
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        found[alias.asname.name.value] = module
+                    elif "." not in module:
+                        found[module] = module
+        return found
 
     def _names_imported_from(self) -> dict[str, tuple[int, str, str]]:
         """local name -> (relative level, module, name) for every ``from ... import name [as local]``."""

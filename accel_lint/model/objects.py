@@ -30,6 +30,8 @@ PREPARE_METHODS = {
     "prepare_scheduler": "scheduler",
 }
 DEFAULT_ACCELERATOR_NAMES = ("accelerator",)
+# what another module's summary says of a function that returns an accelerator
+ACCELERATOR_FACTORY = "ACCELERATOR_FACTORY"
 
 _LOADER_NAME = re.compile(r"(loader|(^|_)dl($|_)|dataloader)", re.I)
 _OPTIM_NAME = re.compile(r"((^|_)optim|^opt$|_opt$)", re.I)
@@ -136,8 +138,12 @@ class ObjectTracker:
     """Runs the flow walk over every scope of a file and answers value queries."""
 
     def __init__(self, index: FileIndex, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
-                 incoming: dict[str, dict[str, str]] | None = None) -> None:
+                 incoming: dict[str, dict[str, str]] | None = None,
+                 external: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.index = index
+        # functions of other modules of the tree that return an accelerator, by the name called
+        self.factories = {name for name, ops in (external or {}).items()
+                          if any(kind == ACCELERATOR_FACTORY for kind, _ in ops)}
         self.accelerator_names = accelerator_names
         # from other modules of the tree: module function -> parameter (name or position) -> the
         # kind of prepared object every caller passes there
@@ -319,7 +325,7 @@ class ObjectTracker:
         return name.split(".")[-1] in ACC_CONSTRUCTORS
 
     def _call_value(self, call: cst.Call, env: Env) -> Value | None:
-        if self.is_acc_constructor(call):
+        if self.is_acc_constructor(call) or (self.factories and dotted_name(call.func) in self.factories):
             return Value(is_acc=True, origin=call)
         func = call.func
         if isinstance(func, cst.Attribute):

@@ -22,7 +22,7 @@ import libcst as cst
 from .. import collectives as C
 from .index import FileIndex, ScopeNode
 from .names import dotted_name
-from .objects import ObjectTracker
+from .objects import ACCELERATOR_FACTORY, ObjectTracker
 from .ranks import FORK, UNIFORM, RankClass, RankEvaluator
 
 
@@ -650,6 +650,8 @@ class _Walker:
             target = self.a.index.resolve_call(call)
             if target is None and isinstance(call.func, cst.Name) and call.func.value in self.a.external:
                 for kind, source in self.a.external[call.func.value]:
+                    if kind == ACCELERATOR_FACTORY:
+                        continue  # not an op: what the function returns
                     origin = cst.parse_expression(source + "()")
                     items.append(Op(kind, call, origin, (call.func.value,), guard))
                 continue
