@@ -171,6 +171,37 @@ CASES = {
             acc.backward(loss)
             opt.step()
     """, [(8, "AL303")]),
+    # An accelerator built with an FSDP1 plugin, returned in a tuple by a setup function: FSDP1
+    # forwards attributes and gives the full, unprefixed state dict on every rank.
+    "fsdp1_accelerator_from_a_setup_tuple": ("""
+        from accelerate import Accelerator, FullyShardedDataParallelPlugin
+        from transformers import AutoModelForCausalLM
+
+        def setup():
+            plugin = FullyShardedDataParallelPlugin(sharding_strategy="FULL_SHARD")
+            acc = Accelerator(fsdp_plugin=plugin)
+            net = acc.prepare(AutoModelForCausalLM.from_pretrained("tiny"))
+            return net, acc
+
+        def compare(net, reference):
+            return all((a == b).all() for a, b in zip(net.state_dict().values(), reference.values()))
+
+        net, acc = setup()
+        compare(net, load_reference())
+        net.config.use_cache = False
+    """, []),
+    # Without the plugin the backend is whatever the launch config says: still reported.
+    "state_dict_of_an_accelerator_of_unknown_backend": ("""
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+
+        def setup():
+            acc = Accelerator()
+            return acc.prepare(AutoModelForCausalLM.from_pretrained("tiny")), acc
+
+        net, acc = setup()
+        weights = net.state_dict()
+    """, [(9, "AL501")]),
     # webdataset's .map is a lazy per-sample transform; huggingface_hub downloads take file locks.
     "webdataset_map_and_hub_download": ("""
         import webdataset as wds

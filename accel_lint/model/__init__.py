@@ -296,6 +296,35 @@ class FileModel:
             child = parent
         return MAYBE
 
+    def prepared_backend(self, value: Value) -> str | None:
+        """The backend the accelerator that prepared ``value`` is built for, when its
+        constructor says so: ``"fsdp1"`` (``fsdp_plugin=`` without ``fsdp_version=2``),
+        ``"fsdp2"``, ``"deepspeed"`` (``deepspeed_plugin=``); ``None`` when the constructor does not
+        name one (the launch config decides) or is unknown."""
+        call = value.prepared_at
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return None
+        accelerator = self.value_at(call.func.value)
+        constructor = accelerator.origin if accelerator is not None else None
+        if not (isinstance(constructor, cst.Call) and self.objects.is_acc_constructor(constructor)):
+            return None
+        for arg in constructor.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value == "deepspeed_plugin":
+                return "deepspeed"
+            if arg.keyword.value == "fsdp_plugin":
+                plugin = arg.value
+                plugin_value = self.value_at(plugin)
+                if plugin_value is not None and isinstance(plugin_value.origin, cst.Call):
+                    plugin = plugin_value.origin
+                if isinstance(plugin, cst.Call) and any(
+                        a.keyword is not None and a.keyword.value == "fsdp_version" and self.code(a.value) == "2"
+                        for a in plugin.args):
+                    return "fsdp2"
+                return "fsdp1"
+        return None
+
     def _wrapper_test(self, test: cst.BaseExpression, name: str | None) -> bool | None:
         """What ``test`` being true says about the model being wrapped: True (wrapped), False
         (not wrapped), None (nothing)."""

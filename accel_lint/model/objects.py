@@ -54,6 +54,8 @@ class Value:
     container: bool = False  # a list/dict of such objects (from a comprehension over prepare)
     # where the object may come from when branches built it differently (origin is then None)
     alternatives: frozenset = frozenset()
+    # a tuple a function returns (`return model, plugin, accelerator`): what each item holds
+    elements: tuple | None = None
 
     def origins(self) -> frozenset:
         """Every creation expression this value may hold."""
@@ -79,6 +81,8 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         not_wrapped=a.not_wrapped and b.not_wrapped,
         frozen=a.frozen and b.frozen,
         prepared_at=a.prepared_at or b.prepared_at,
+        elements=tuple(merge(x, y) for x, y in zip(a.elements, b.elements))
+        if a.elements is not None and b.elements is not None and len(a.elements) == len(b.elements) else None,
     )
 
 
@@ -224,7 +228,9 @@ class ObjectTracker:
             for param in self.index.functions[scope].params:
                 name = param.name.value
                 ann = dotted_name(param.annotation.annotation) if param.annotation else None
-                if name in self.accelerator_names or (ann and ann.split(".")[-1] in ACC_CONSTRUCTORS):
+                if name in summary.params and summary.params[name].is_acc:
+                    env[name] = summary.params[name]  # what every caller passes: its constructor is known
+                elif name in self.accelerator_names or (ann and ann.split(".")[-1] in ACC_CONSTRUCTORS):
                     env[name] = Value(is_acc=True, origin=param)
                 elif name in summary.params:
                     env[name] = summary.params[name]
@@ -279,6 +285,11 @@ class ObjectTracker:
             return None
         if isinstance(expr, cst.Dict):
             return self._dict_value(expr, env)
+        if isinstance(expr, cst.Tuple) and expr.elements and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+            items = tuple(self.value_of(e.value, env) for e in expr.elements)
+            if any(v is not None and (v.is_acc or v.prepared != NO) for v in items):
+                return Value(origin=expr, elements=items)
+            return None
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
             if isinstance(element, cst.Call):
@@ -348,7 +359,7 @@ class ObjectTracker:
         target = self.index.resolve_call(call)
         if target is not None:
             returned = self.summaries[target].returns
-            if returned is not None and (returned.is_acc or returned.prepared != NO):
+            if returned is not None and (returned.is_acc or returned.prepared != NO or returned.elements is not None):
                 return returned
         name = dotted_name(func) or ""
         short = name.split(".")[-1]
@@ -509,6 +520,13 @@ class ObjectTracker:
                     continue
                 self._bind(target, None, env)
                 continue
+            if isinstance(target, (cst.Tuple, cst.List)) and not isinstance(value_expr, (cst.Tuple, cst.List)):
+                returned = self.value_of(value_expr, env)
+                if returned is not None and returned.elements is not None and len(returned.elements) == len(
+                        target.elements) and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+                    for el, v in zip(target.elements, returned.elements):
+                        self._bind(el.value, v, env)
+                    continue
             if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value_expr, (cst.Tuple, cst.List)) and len(
                 target.elements
             ) == len(value_expr.elements):

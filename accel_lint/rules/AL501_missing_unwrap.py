@@ -49,7 +49,9 @@ class MissingUnwrap(Rule):
     tests pass. Code that only runs where there is no wrapper is not flagged: the `else` of
     `hasattr(model, "module")` or `isinstance(model, DistributedDataParallel)`, and branches
     under `distributed_type == DistributedType.XLA` (or `NO`) or `num_processes == 1`; nor is
-    `.module` inside the branch that tested for it. Checked against accelerate 1.15 and
+    `.module` inside the branch that tested for it, nor a model prepared by an accelerator
+    built with an FSDP1 plugin (`Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(...))`).
+    Checked against accelerate 1.15 and
     torch 2.13 sources for DDP, FSDP1, FSDP2 and DeepSpeed.
 
     ## Example
@@ -137,6 +139,10 @@ class Runner:
                 continue
             attr = node.attr.value
             if attr in _MODULE_API or attr.startswith("__"):
+                continue
+            if model.prepared_backend(base) == "fsdp1":
+                # FSDP1's wrapper forwards attributes to the model, and its state_dict() is the
+                # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)
                 continue
             wrapped = model.wrapped_at(node, node.value)
             if wrapped == NO or (wrapped == YES and attr in ("module", "_orig_mod")):
