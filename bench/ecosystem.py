@@ -15,7 +15,10 @@ Corpora (their code is never committed; it is unpacked into ``--cache``, default
 * ``wheels``: the wheels transformers 5.23.0, trl 1.16.0, peft 0.21.2, diffusers 0.42.1,
   accelerate 1.15.0 (``pip download``);
 * ``diffusers``: huggingface/diffusers ``examples/`` at 58eb52c0803ea9af3abec60841c2a093bdf1f951;
-* ``peft``: huggingface/peft ``examples/`` at 5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40.
+* ``peft``: huggingface/peft ``examples/`` at 5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40;
+* ``accelerate-examples``: huggingface/accelerate ``examples/`` at 16cb6eb80dd9;
+* ``sd-scripts``: kohya-ss/sd-scripts at 48d368fa5577 (the whole repository);
+* ``denoising-diffusion``: lucidrains/denoising-diffusion-pytorch at faed4db28e72 (the whole repository).
 
 The git corpora are taken with ``git archive`` from a local clone or mirror when one exists
 (``--mirror-root``: a folder holding ``owner+name/repo`` git dirs, or ``owner+name`` clones),
@@ -49,8 +52,14 @@ WHEELS = ["transformers==5.23.0", "trl==1.16.0", "peft==0.21.2", "diffusers==0.4
 GIT_CORPORA = {
     "diffusers": ("huggingface/diffusers", "58eb52c0803ea9af3abec60841c2a093bdf1f951", "examples"),
     "peft": ("huggingface/peft", "5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40", "examples"),
+    # added after the model work, as code it was not developed on
+    "accelerate-examples": ("huggingface/accelerate", "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83", "examples"),
+    "sd-scripts": ("kohya-ss/sd-scripts", "48d368fa557731ad0488c07304dfeba8c07910eb", None),
+    "denoising-diffusion": ("lucidrains/denoising-diffusion-pytorch", "faed4db28e724735323fa91c70aa9b28a6e1cbac", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
+# for whole repositories: only the sources (a snapshot may lack its large binary files)
+_SOURCES = (".py", ".ipynb")
 VERDICTS = ("TP", "FP", "judgment")
 # an Accelerate program in the sense of the precision target: it constructs an accelerator
 ACCELERATOR_CONSTRUCTION = re.compile(rb"\b(Accelerator|PartialState)\s*\(")
@@ -93,7 +102,13 @@ def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
     if not (dest / ".complete").exists():
         git_dir = _git_dir(repo, mirror_root, root)
         where = ["-C", str(git_dir)] if (git_dir / ".git").exists() else ["--git-dir", str(git_dir)]
-        archive = subprocess.run(["git", *where, "archive", "--format=tar", commit, folder],
+        if folder is None:
+            listing = subprocess.run(["git", *where, "ls-tree", "-r", "--name-only", commit],
+                                     check=True, capture_output=True, text=True).stdout.splitlines()
+            paths = [p for p in listing if p.endswith(_SOURCES)]
+        else:
+            paths = [folder]
+        archive = subprocess.run(["git", *where, "archive", "--format=tar", commit, "--", *paths],
                                  check=True, capture_output=True).stdout
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(parents=True)

@@ -202,6 +202,32 @@ CASES = {
         net, acc = setup()
         weights = net.state_dict()
     """, [(9, "AL501")]),
+    # A prepared model unwrapped under the main-process guard and read afterwards only under a
+    # guard that implies it, or as another object's attribute: every reader sees one object.
+    "rebind_read_only_where_it_happened": ("""
+        from accelerate import Accelerator
+        acc = Accelerator()
+        unet, opt = acc.prepare(unet, opt)
+        is_main = acc.is_main_process
+        if is_main:
+            unet = acc.unwrap_model(unet)
+        acc.end_training()
+        if is_main and args.save_state:
+            save_final(args, unet)
+        pipe = load_pipeline(args.model)
+        pipe.unet.load_attn_procs(args.output_dir)
+    """, []),
+    # ... and read on every rank afterwards: the wrapper on the others.
+    "rebind_read_on_every_rank": ("""
+        from accelerate import Accelerator
+        acc = Accelerator()
+        text_encoder, opt = acc.prepare(text_encoder, opt)
+        is_main = acc.is_main_process
+        if is_main:
+            text_encoder = acc.unwrap_model(text_encoder)
+        acc.end_training()
+        embeds = text_encoder.get_input_embeddings().weight.detach()
+    """, [(6, "AL502")]),
     # webdataset's .map is a lazy per-sample transform; huggingface_hub downloads take file locks.
     "webdataset_map_and_hub_download": ("""
         import webdataset as wds

@@ -397,6 +397,28 @@ class FileModel:
         """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""
         return self.ops.guard_of(node)
 
+    def runs_only_where(self, node: cst.CSTNode, test: cst.BaseExpression) -> bool:
+        """Every rank class that may run ``node`` (under the ``if`` rank guard around it) makes
+        ``test`` true: ``if is_main and args.save:`` runs only where ``is_main`` holds. ``False``
+        when ``node`` has no such guard or the model cannot decide."""
+        condition = None
+        child = node
+        for parent in self.index.ancestors(node):
+            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                break
+            if type(parent) is cst.If and child is parent.body and self.ranks.is_rank_dependent(parent.test):
+                condition = parent.test
+                break
+            child = parent
+        if condition is None:
+            return False
+        for cls in self.ranks.classes:
+            if self.ranks.evaluate(condition, cls) is False:
+                continue  # this class never runs node
+            if self.ranks.evaluate(test, cls) is not True:
+                return False
+        return True
+
     def op_kind(self, call: cst.Call) -> str | None:
         return self.ops.op_kind(call)
 

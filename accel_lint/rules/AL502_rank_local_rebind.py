@@ -119,14 +119,22 @@ def _held_prepared_before(model: FileModel, name: str, scope, assign: cst.Assign
 
 def _read_after(model: FileModel, name: str, scope, block: cst.If) -> bool:
     """A read of ``name`` after the ``if`` in source order (pre-order walk), outside it, or
-    anywhere in a loop around it (the next pass reads it after the block)."""
+    anywhere in a loop around it (the next pass reads it after the block), on ranks where the
+    rebinding did not run (a read under a guard that implies the block's is consistent)."""
     order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
     inside = {id(n) for n in model.index.walk(block)}
     start = next(i for i, n in enumerate(order) if n is block)
-    if any(isinstance(n, cst.Name) and n.value == name and id(n) not in inside and
-           not isinstance(model.index.parents.get(n), cst.AssignTarget) for n in order[start:]):
+    if any(_is_read_of(model, n, name) and id(n) not in inside and not model.runs_only_where(n, block.test)
+           for n in order[start:]):
         return True
     loop = next((p for p in model.ancestors(block) if isinstance(p, (cst.For, cst.While))), None)
-    return loop is not None and any(isinstance(n, cst.Name) and n.value == name and id(n) not in inside and
-                                    not isinstance(model.index.parents.get(n), cst.AssignTarget)
-                                    for n in model.index.walk(loop.body))
+    return loop is not None and any(_is_read_of(model, n, name) and id(n) not in inside for n in model.index.walk(loop.body))
+
+
+def _is_read_of(model: FileModel, node: cst.CSTNode, name: str) -> bool:
+    """``node`` reads the variable ``name``: not an assignment target, and not the attribute of
+    another object (``pipeline.unet`` is not the local ``unet``)."""
+    if not (isinstance(node, cst.Name) and node.value == name):
+        return False
+    parent = model.index.parents.get(node)
+    return not isinstance(parent, cst.AssignTarget) and not (isinstance(parent, cst.Attribute) and parent.attr is node)
