@@ -404,23 +404,37 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1,
 
 
 def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) -> list[LintResult]:
-    """The second pass: a file that imports, from another module of the linted tree, a
-    function that performs collectives is linted again knowing what that function does.
-    Only those files are linted twice; the first pass gave every file's summary."""
-    exporting = {os.path.abspath(r.path): r.summary for r in results if r.summary}
-    incoming = _incoming_arguments(results)
-    if not exporting and not incoming:
-        return results
-    again = []
-    for i, r in enumerate(results):
-        external = _imported_ops(r, exporting) if r.imports and exporting else {}
-        passed = incoming.get(os.path.abspath(r.path), {})
-        if external or passed:
-            again.append((i, (external, passed)))
-    if not again:
-        return results
+    """The passes after the first: a file is linted again knowing what the other modules of the
+    tree say of it (the collectives and accelerator factories it imports, the prepared objects
+    and guards its functions' callers give). What a file says can change once it is linted
+    again (a script that only becomes an Accelerate program through an imported accelerator
+    factory reports its guarded calls then), so this repeats while some file's context
+    changes, at most three times. Only files whose context changed are linted again."""
     out = list(results)
-    if config.cache_dir is not None:  # warm runs: cached second passes need no worker
+    used: dict[int, tuple] = {}
+    for _ in range(3):
+        exporting = {os.path.abspath(r.path): r.summary for r in out if r.summary}
+        incoming = _incoming_arguments(out)
+        if not exporting and not incoming:
+            return out
+        again = []
+        for i, r in enumerate(out):
+            external = _imported_ops(r, exporting) if r.imports and exporting else {}
+            passed = incoming.get(os.path.abspath(r.path), {})
+            context = (external, passed)
+            if (external or passed or i in used) and used.get(i, ({}, {})) != context:
+                again.append((i, context))
+        if not again:
+            return out
+        for i, context in again:
+            used[i] = context
+        out = _relint(out, again, config, jobs)
+    return out
+
+
+def _relint(results: list[LintResult], again: list[tuple[int, tuple]], config: Config, jobs: int) -> list[LintResult]:
+    out = list(results)
+    if config.cache_dir is not None:  # warm runs: cached passes need no worker
         missing = []
         for i, context in again:
             hit = _lint_file_with(Path(results[i].path), config, context, cache_only=True)
@@ -432,14 +446,14 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) ->
         if not again:
             return out
     paths = [Path(results[i].path) for i, _ in again]
-    externals = [external for _, external in again]
+    contexts = [context for _, context in again]
     if jobs > 1 and len(again) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=min(jobs, len(again))) as pool:
-            redone = list(pool.map(_lint_file_with, paths, [config] * len(paths), externals))
+            redone = list(pool.map(_lint_file_with, paths, [config] * len(paths), contexts))
     else:
-        redone = [_lint_file_with(p, config, e) for p, e in zip(paths, externals)]
+        redone = [_lint_file_with(p, config, c) for p, c in zip(paths, contexts)]
     for (i, _), result in zip(again, redone):
         out[i] = result
     return out
@@ -472,7 +486,19 @@ def _incoming_arguments(results: list[LintResult]) -> dict[str, dict[str, dict[s
                 if candidate in linted:
                     found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
                     break
-    return found
+    # a function every caller guards is "@guarded"; call bookkeeping alone is dropped, so that
+    # only what changes a module's findings makes it linted a second time
+    for functions in found.values():
+        for name in list(functions):
+            passed = functions[name]
+            guarded = "@called" in passed and "@unguarded" not in passed
+            passed.pop("@called", None)
+            passed.pop("@unguarded", None)
+            if guarded:
+                passed["@guarded"] = "yes"
+            if not passed:
+                del functions[name]
+    return {path: functions for path, functions in found.items() if functions}
 
 
 def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, list[tuple[str, str]]]:

@@ -134,6 +134,8 @@ CASES = {
             net.tie_weights()
         if acc.num_processes == 1:
             net.generate(prompt)
+        if isinstance(net, DistributedDataParallel):
+            net._set_static_graph()
     """, []),
     # Outside such a branch the attribute is still reported.
     "wrapper_attribute_outside_a_branch": ("""

@@ -84,7 +84,8 @@ class FileModel:
         # Every accelerator value starts at a constructor name or a configured accelerator
         # name (or another module passes prepared objects in): a file with none of these skips
         # the flow analysis.
-        if self.incoming or any(kind == ACCELERATOR_FACTORY for ops in self.external.values() for kind, _ in ops):
+        if any(not key.startswith("@") for passed in self.incoming.values() for key in passed) or \
+                any(kind == ACCELERATOR_FACTORY for ops in self.external.values() for kind, _ in ops):
             return True
         if not self.index.identifiers & (ACC_CONSTRUCTORS | set(self.accelerator_names)):
             return False
@@ -195,25 +196,39 @@ class FileModel:
                 out[name] = ops
         return out
 
+    # keys of a prepared_arguments() entry that are not parameters: every call of the function
+    # from this file, and the calls that run on every rank
+    CALLED, UNGUARDED = "@called", "@unguarded"
+
     def prepared_arguments(self) -> list[tuple[int, str, str, dict[str, str]]]:
-        """Calls to names imported with ``from ... import`` that pass prepared objects, as
-        (relative level, module, name, {parameter position or keyword: kind})."""
+        """Calls to functions imported from other modules (``from m import f; f(...)`` or
+        ``import m; m.f(...)``), as (relative level, module, name, {parameter position or
+        keyword: kind of the prepared object passed there}), plus :attr:`CALLED` and, when the
+        call runs on every rank, :attr:`UNGUARDED`: whether every caller of a helper in another
+        module guards it."""
         if not self.is_accelerate_file:
             return []
         imported = self._names_imported_from()
+        modules = self._modules_imported()
         out = []
         for call in self.index.calls:
-            if not (isinstance(call.func, cst.Name) and call.func.value in imported):
+            if isinstance(call.func, cst.Name) and call.func.value in imported:
+                where = imported[call.func.value]
+            elif isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
+                    and call.func.value.value in modules:
+                where = (0, modules[call.func.value.value], call.func.attr.value)
+            else:
                 continue
-            passed = {}
+            passed = {self.CALLED: "yes"}
+            if self.rank_guard_of(call) is None and self.runs_on_every_rank(self.index.scope_of(call)):
+                passed[self.UNGUARDED] = "yes"
             for position, arg in enumerate(call.args):
                 if arg.star:
                     break
                 kind = self.prepared_kind(arg.value)
                 if kind in ("model", "optimizer", "loader", "scheduler"):
                     passed[arg.keyword.value if arg.keyword is not None else str(position)] = kind
-            if passed:
-                out.append((*imported[call.func.value], passed))
+            out.append((*where, passed))
         return out
 
     def project_imports(self) -> list[tuple[int, str, str, str]]:
@@ -224,16 +239,20 @@ class FileModel:
         analysed = self.is_accelerate_file or self.uses_torch_distributed
         # (a file whose accelerator comes from another module is not analysed yet: only what
         # it assigns from imported calls matters for it)
-        guarded = {call.func.value for call in self.index.calls
-                   if analysed and isinstance(call.func, cst.Name) and self.rank_guard_of(call) is not None}
+        guarded = {dotted_name(call.func) for call in self.index.calls
+                   if analysed and isinstance(call.func, (cst.Name, cst.Attribute)) and self.rank_guard_of(call) is not None}
         # whatever an imported function returns is bound by an assignment: an accelerator
         # factory matters wherever it is called
         assigned = {dotted_name(call.func) for call in self.index.calls
                     if isinstance(self.index.parents.get(call), (cst.Assign, cst.AnnAssign))}
+        if not analysed:
+            # not known to be an Accelerate program until another module says so (an
+            # accelerator factory): which calls are guarded is only known in the second pass
+            guarded = {dotted_name(call.func) for call in self.index.calls}
         out = [(*where, local) for local, where in self._names_imported_from().items()
                if local in guarded or local in assigned]
         modules = self._modules_imported()
-        for name in sorted(n for n in assigned if n and "." in n):
+        for name in sorted(n for n in assigned | guarded if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
                 out.append((0, modules[head], function, name))
@@ -447,6 +466,9 @@ class FileModel:
                 self.rank_guard_of(site) is None and self.runs_on_every_rank(self.index.scope_of(site), _seen | {scope})
                 for site in sites
             )
+        info = self.index.functions[scope]
+        if info.class_name is None and "@guarded" in self.incoming.get(info.qualname, {}):
+            return False  # every caller in the other modules of the tree calls it under a rank guard
         return any(v.is_acc for n, v in self.objects.values.items() if self.index.scope_of(n) is scope)
 
     # -- I/O ----------------------------------------------------------------------------------

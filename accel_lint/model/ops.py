@@ -648,12 +648,13 @@ class _Walker:
                     if callback is not None and callback is not self.scope and self.a.kinds_performed(callback):
                         items.append(Op(OPAQUE, call, call, (), guard))
             target = self.a.index.resolve_call(call)
-            if target is None and isinstance(call.func, cst.Name) and call.func.value in self.a.external:
-                for kind, source in self.a.external[call.func.value]:
+            imported = dotted_name(call.func) if target is None and self.a.external else None
+            if imported in self.a.external:  # `evaluate(...)` or `train_util.save_state_on_train_end(...)`
+                for kind, source in self.a.external[imported]:
                     if kind == ACCELERATOR_FACTORY:
                         continue  # not an op: what the function returns
                     origin = cst.parse_expression(source + "()")
-                    items.append(Op(kind, call, origin, (call.func.value,), guard))
+                    items.append(Op(kind, call, origin, (imported,), guard))
                 continue
             if target is None or self.a.same_cycle(self.scope, target):
                 continue  # unknown callee, or recursion: opaque, the same way from every entry point

@@ -112,11 +112,23 @@ class PreprocessRace(Rule):
             scope = model.scope_of(call)
             if scope is model.module and (first_accelerator is None or order[call] < first_accelerator):
                 continue  # before any accelerator exists
-            if not model.runs_on_every_rank(scope):
+            if not model.runs_on_every_rank(scope) or not _accelerator_reaches(model, scope):
                 continue
-            acc = model.accelerator_name_in(scope)
+            acc = model.sole_accelerator_in(scope) or "accelerator"
             yield Finding(call, f"`{what}` runs on every rank at once: the work is repeated N times and the ranks "
                                 f"race on the same cache files; wrap it in `with {acc}.main_process_first():`")
+
+
+def _accelerator_reaches(model: FileModel, scope, _seen: frozenset = frozenset()) -> bool:
+    """An accelerator exists where ``scope`` runs: one is visible in it (its own, a parameter,
+    module level), or in a same-file function that calls it. A function that only
+    a framework's class uses (a Trainer subclass's ``self.accelerator``) gives nothing to a
+    ``main()`` that never sees one."""
+    if model.accelerators_visible_in(scope) or any(model.scope_of(c) is scope for c in model.objects.acc_constructors):
+        return True
+    if not isinstance(scope, cst.FunctionDef) or scope in _seen:
+        return False
+    return any(_accelerator_reaches(model, model.scope_of(site), _seen | {scope}) for site in model.ops.call_sites(scope))
 
 
 def _preprocessing(model: FileModel, call: cst.Call) -> str | None:

@@ -8,6 +8,10 @@ from ..model import NO, YES, FileModel
 from .base import Finding, Fix, Rule
 
 # nn.Module API (and DistributedDataParallel's own attributes) that the wrapper forwards or has
+# the DDP wrapper's own members: deliberate where a branch tested for the wrapper
+_WRAPPER_API = frozenset({"_set_static_graph", "_get_ddp_logging_data", "reducer", "process_group", "static_graph",
+                          "find_unused_parameters", "broadcast_buffers", "gradient_as_bucket_view", "join_hook",
+                          "_register_builtin_comm_hook", "_register_fused_optim"})
 _MODULE_API = frozenset({
     "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
     "named_children", "modules", "named_modules", "zero_grad", "requires_grad_", "to", "cpu", "cuda",
@@ -145,8 +149,8 @@ class Runner:
                 # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)
                 continue
             wrapped = model.wrapped_at(node, node.value)
-            if wrapped == NO or (wrapped == YES and attr in ("module", "_orig_mod")):
-                continue  # the branch only runs where the model is bare, or tested for the wrapper
+            if wrapped == NO or (wrapped == YES and (attr in ("module", "_orig_mod") or attr in _WRAPPER_API)):
+                continue  # the branch only runs where the model is bare, or uses the wrapper it tested for
             if _is_assignment_target(model, node):
                 continue
             acc = model.accelerator_name_in(model.scope_of(node))
