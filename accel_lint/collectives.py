@@ -22,6 +22,8 @@ CKPT: Final = "CKPT"  # backend-dependent checkpoint collectives (class B)
 BACKWARD: Final = "BACKWARD"  # gradient all-reduce under DDP (class C)
 DL_ITER: Final = "DL_ITER"  # RNG broadcast when a shuffled prepared loader starts (class C)
 END: Final = "END"  # destroys the process group (class D)
+# not a collective: what a module's summary says of a function that returns an accelerator
+ACCELERATOR_FACTORY: Final = "ACCELERATOR_FACTORY"
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
+from .collectives import ACCELERATOR_FACTORY
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -474,6 +475,10 @@ def _lint_file_with(path: Path, config: Config, context: tuple, cache_only: bool
                        incoming=incoming or None)
 
 
+# the rules whose findings depend on whether code runs on every rank (FileModel.runs_on_every_rank)
+_EVERY_RANK_RULES = frozenset({"AL401", "AL402", "AL403", "AL404"})
+
+
 def _incoming_arguments(results: list[LintResult]) -> dict[str, dict[str, dict[str, str]]]:
     """file -> module function -> parameter -> kind of the prepared object some caller in another
     module of the tree passes there."""
@@ -487,14 +492,18 @@ def _incoming_arguments(results: list[LintResult]) -> dict[str, dict[str, dict[s
                     found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
                     break
     # a function every caller guards is "@guarded"; call bookkeeping alone is dropped, so that
-    # only what changes a module's findings makes it linted a second time
-    for functions in found.values():
+    # only what changes a module's findings makes it linted again. Knowing that a helper is
+    # guarded can only remove findings of the rules that ask whether code runs on every rank,
+    # so a module without such findings gains nothing from it.
+    every_rank_findings = {os.path.abspath(r.path) for r in results
+                           if any(d.code in _EVERY_RANK_RULES for d in r.diagnostics)}
+    for path, functions in found.items():
         for name in list(functions):
             passed = functions[name]
             guarded = "@called" in passed and "@unguarded" not in passed
             passed.pop("@called", None)
             passed.pop("@unguarded", None)
-            if guarded:
+            if guarded and path in every_rank_findings:
                 passed["@guarded"] = "yes"
             if not passed:
                 del functions[name]
@@ -505,12 +514,15 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
     """local name -> ops, for each name this file imports from a linted module that exports it."""
     here = os.path.dirname(os.path.abspath(result.path))
     found: dict[str, list[tuple[str, str]]] = {}
-    for level, module, name, local in result.imports:
+    for level, module, name, local, why in result.imports:
         for candidate in _module_files(here, level, module):
             summary = exporting.get(candidate)
             if summary is not None:
-                if name in summary:
-                    found[local] = [tuple(op) for op in summary[name]]
+                ops = [tuple(op) for op in summary.get(name, ())]
+                if why != "guarded":  # only assigned from: only an accelerator factory matters
+                    ops = [op for op in ops if op[0] == ACCELERATOR_FACTORY]
+                if ops:
+                    found[local] = ops
                 break
     return found
 

@@ -56,6 +56,7 @@ class FileModel:
         self.external = external or {}
         self.incoming = incoming or {}
         self._positions = None
+        self._every_rank: dict = {}
 
     @cached_property
     def objects(self) -> ObjectTracker:
@@ -231,11 +232,12 @@ class FileModel:
             out.append((*where, passed))
         return out
 
-    def project_imports(self) -> list[tuple[int, str, str, str]]:
-        """``from [.]*module import name [as local]`` anywhere in the file, as
-        (relative level, module, name, local name), for the names this file calls under a rank
-        guard: only there can what the imported function does change a finding, so only such
-        files are linted a second time."""
+    def project_imports(self) -> list[tuple[int, str, str, str, str]]:
+        """``from [.]*module import name [as local]`` and ``import module`` + ``module.name(...)``
+        anywhere in the file, as (relative level, module, name, local name, why), for the names
+        this file calls under a rank guard (why: ``"guarded"``: what the imported function does
+        can change a finding there) or assigns from (``"assigned"``: it may return an
+        accelerator). Only files that import such functions are linted a second time."""
         analysed = self.is_accelerate_file or self.uses_torch_distributed
         # (a file whose accelerator comes from another module is not analysed yet: only what
         # it assigns from imported calls matters for it)
@@ -249,13 +251,15 @@ class FileModel:
             # not known to be an Accelerate program until another module says so (an
             # accelerator factory): which calls are guarded is only known in the second pass
             guarded = {dotted_name(call.func) for call in self.index.calls}
-        out = [(*where, local) for local, where in self._names_imported_from().items()
-               if local in guarded or local in assigned]
+        # why each name matters: "guarded" (its collectives count at a guarded call) or only
+        # "assigned" (it may be an accelerator factory)
+        out = [(*where, local, "guarded" if local in guarded else "assigned")
+               for local, where in self._names_imported_from().items() if local in guarded or local in assigned]
         modules = self._modules_imported()
         for name in sorted(n for n in assigned | guarded if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
-                out.append((0, modules[head], function, name))
+                out.append((0, modules[head], function, name, "guarded" if name in guarded else "assigned"))
         return out
 
     def _modules_imported(self) -> dict[str, str]:
@@ -458,6 +462,14 @@ class FileModel:
             return True
         if scope in _seen:
             return False
+        if not _seen:  # a top-level question: the answer does not depend on a path of callers
+            cached = self._every_rank.get(scope)
+            if cached is None:
+                cached = self._every_rank[scope] = self._runs_on_every_rank(scope)
+            return cached
+        return self._runs_on_every_rank(scope, _seen)
+
+    def _runs_on_every_rank(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
         if self.ops.function_guard(scope) is not None:
             return False
         sites = self.ops.call_sites(scope)
@@ -469,7 +481,11 @@ class FileModel:
         info = self.index.functions[scope]
         if info.class_name is None and "@guarded" in self.incoming.get(info.qualname, {}):
             return False  # every caller in the other modules of the tree calls it under a rank guard
-        return any(v.is_acc for n, v in self.objects.values.items() if self.index.scope_of(n) is scope)
+        return scope in self._scopes_using_an_accelerator
+
+    @cached_property
+    def _scopes_using_an_accelerator(self) -> set:
+        return {self.index.scope_of(n) for n, v in self.objects.values.items() if v.is_acc}
 
     # -- I/O ----------------------------------------------------------------------------------
     @cached_property

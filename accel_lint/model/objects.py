@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from ..collectives import ACCELERATOR_FACTORY
 from .index import FileIndex, ScopeNode
 from .names import dotted_name, last_attr
 
@@ -30,8 +31,6 @@ PREPARE_METHODS = {
     "prepare_scheduler": "scheduler",
 }
 DEFAULT_ACCELERATOR_NAMES = ("accelerator",)
-# what another module's summary says of a function that returns an accelerator
-ACCELERATOR_FACTORY = "ACCELERATOR_FACTORY"
 
 _LOADER_NAME = re.compile(r"(loader|(^|_)dl($|_)|dataloader)", re.I)
 _OPTIM_NAME = re.compile(r"((^|_)optim|^opt$|_opt$)", re.I)

@@ -97,8 +97,9 @@ class PreprocessRace(Rule):
     def check(self, model: FileModel) -> Iterable[Finding]:
         order = model.index.call_order
         first_accelerator = min((order[c] for c in model.objects.acc_constructors if c in order), default=None)
+        memo: dict = {}
         for call in model.index.calls:
-            block = _main_process_first(model, call)
+            block = _main_process_first(model, call, memo)
             if block is not None:
                 kind = model.op_kind(call)
                 if kind is not None and kind not in ("BARRIER", "END") and not _is_context_call(block, call):
@@ -173,9 +174,11 @@ def _made_by_datasets(model: FileModel, origin: cst.CSTNode, depth: int) -> bool
         _is_hf_dataset(model, func.value, depth + 1)
 
 
-def _main_process_first(model: FileModel, call: cst.CSTNode, _seen: frozenset = frozenset()) -> cst.With | None:
+def _main_process_first(model: FileModel, call: cst.CSTNode, memo: dict | None = None,
+                        _seen: frozenset = frozenset()) -> cst.With | None:
     """The ``with main_process_first()`` block ``call`` runs in: around it in its function, or
-    around every same-file call of that function (a helper only called inside the block)."""
+    around every same-file call of that function (a helper only called inside the block).
+    ``memo`` keeps each function's answer for one file."""
     for parent in model.ancestors(call):
         if isinstance(parent, cst.With) and any(  # also wrappers: trl's global_then_local_main_first()
                 _is_main_first(model, item.item) for item in parent.items):
@@ -183,9 +186,14 @@ def _main_process_first(model: FileModel, call: cst.CSTNode, _seen: frozenset = 
         if isinstance(parent, cst.FunctionDef):
             if parent in _seen:
                 return None
+            if memo is not None and parent in memo:
+                return memo[parent]
             sites = model.ops.call_sites(parent)
-            blocks = [_main_process_first(model, site, _seen | {parent}) for site in sites]
-            return blocks[0] if sites and all(block is not None for block in blocks) else None
+            blocks = [_main_process_first(model, site, memo, _seen | {parent}) for site in sites]
+            found = blocks[0] if sites and all(block is not None for block in blocks) else None
+            if memo is not None and not _seen:
+                memo[parent] = found
+            return found
         if isinstance(parent, cst.ClassDef):
             return None
     return None
