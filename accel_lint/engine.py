@@ -8,6 +8,7 @@ one rule is an internal error for that file and rule, and the run goes on.
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import os
 import re
@@ -413,15 +414,20 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) ->
     changes, at most three times. Only files whose context changed are linted again."""
     out = list(results)
     used: dict[int, tuple] = {}
+    paths = [os.path.abspath(r.path) for r in results]
+    # the first component of an absolute import must name a linted folder or module
+    # (`torch.zeros(...)` calls are recorded too, and there are many)
+    local_names = {part.removesuffix(".py") for path in set(os.path.dirname(p) for p in paths) | set(paths)
+                   for part in path.split(os.sep)}
     for _ in range(3):
-        exporting = {os.path.abspath(r.path): r.summary for r in out if r.summary}
-        incoming = _incoming_arguments(out)
+        exporting = {path: r.summary for path, r in zip(paths, out) if r.summary}
+        incoming = _incoming_arguments(out, paths, local_names)
         if not exporting and not incoming:
             return out
         again = []
         for i, r in enumerate(out):
             external = _imported_ops(r, exporting) if r.imports and exporting else {}
-            passed = incoming.get(os.path.abspath(r.path), {})
+            passed = incoming.get(paths[i], {})
             context = (external, passed)
             if (external or passed or i in used) and used.get(i, ({}, {})) != context:
                 again.append((i, context))
@@ -479,14 +485,19 @@ def _lint_file_with(path: Path, config: Config, context: tuple, cache_only: bool
 _EVERY_RANK_RULES = frozenset({"AL401", "AL402", "AL403", "AL404"})
 
 
-def _incoming_arguments(results: list[LintResult]) -> dict[str, dict[str, dict[str, str]]]:
+def _incoming_arguments(results: list[LintResult], paths: list[str], local_names: set[str]
+                        ) -> dict[str, dict[str, dict[str, str]]]:
     """file -> module function -> parameter -> kind of the prepared object some caller in another
     module of the tree passes there."""
-    linted = {os.path.abspath(r.path) for r in results}
+    linted = set(paths)
     found: dict[str, dict[str, dict[str, str]]] = {}
-    for r in results:
-        here = os.path.dirname(os.path.abspath(r.path))
+    for r, path in zip(results, paths):
+        if not r.passes:
+            continue
+        here = os.path.dirname(path)
         for level, module, name, passed in r.passes:
+            if not level and module.partition(".")[0] not in local_names:
+                continue
             for candidate in _module_files(here, level, module):
                 if candidate in linted:
                     found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
@@ -495,7 +506,7 @@ def _incoming_arguments(results: list[LintResult]) -> dict[str, dict[str, dict[s
     # only what changes a module's findings makes it linted again. Knowing that a helper is
     # guarded can only remove findings of the rules that ask whether code runs on every rank,
     # so a module without such findings gains nothing from it.
-    every_rank_findings = {os.path.abspath(r.path) for r in results
+    every_rank_findings = {path for r, path in zip(results, paths)
                            if any(d.code in _EVERY_RANK_RULES for d in r.diagnostics)}
     for path, functions in found.items():
         for name in list(functions):
@@ -527,7 +538,8 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
     return found
 
 
-def _module_files(here: str, level: int, module: str) -> list[str]:
+@functools.lru_cache(maxsize=65536)
+def _module_files(here: str, level: int, module: str) -> tuple[str, ...]:
     """Where ``from <level dots><module> import ...`` can live: relative to the importing file
     for relative imports; for absolute ones, next to it (scripts) or under any folder above it
     (packages)."""
@@ -551,7 +563,7 @@ def _module_files(here: str, level: int, module: str) -> list[str]:
             continue
         target = os.path.join(base, *parts)
         out.extend([target + ".py", os.path.join(target, "__init__.py")])
-    return out
+    return tuple(out)
 
 
 def _lint_in_workers(files: list[Path], config: Config, jobs: int) -> Iterator[LintResult]:
