@@ -230,6 +230,24 @@ CASES = {
         acc.end_training()
         embeds = text_encoder.get_input_embeddings().weight.detach()
     """, [(6, "AL502")]),
+    # Rank-locality is data flow: a name that looks like a metric but holds a reduced value is
+    # uniform; a counter advanced under a rank-local condition is rank-local.
+    "reduced_metric_and_patience_counter": ("""
+        from accelerate import Accelerator
+        acc = Accelerator()
+        net, opt, loader = acc.prepare(net, opt, loader)
+        best_score, patience = 0.0, 0
+        for batch in loader:
+            out = net(**batch)
+            acc.backward(out.loss)
+            eval_score = acc.reduce(out.logits.argmax(-1).eq(batch["labels"]).float().mean(), "mean")
+            if eval_score.item() > 0.99:
+                break
+            if out.loss.item() > best_score:
+                patience += 1
+            if patience > 3:
+                break
+    """, [(14, "AL303")]),
     # webdataset's .map is a lazy per-sample transform; huggingface_hub downloads take file locks.
     "webdataset_map_and_hub_download": ("""
         import webdataset as wds

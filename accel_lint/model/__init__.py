@@ -33,6 +33,7 @@ import libcst as cst
 
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
+from .rank_data import RankData
 from .names import dotted_name, last_attr
 from .objects import ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -73,6 +74,11 @@ class FileModel:
         Followed through every assignment that still holds, per path; empty when nothing is
         known."""
         return self.loader_lengths.scales_of(expr)
+
+    @cached_property
+    def rank_data(self) -> RankData:
+        """Which values are computed from rank-local data (batches, model outputs, the clock)."""
+        return RankData(self.index, self.value_at, self.is_uniform_result)
 
     @cached_property
     def ranks(self) -> RankEvaluator:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import libcst as cst
@@ -8,9 +7,6 @@ import libcst as cst
 from ..model import YES, FileModel
 from .base import Finding, Rule
 
-_RANK_LOCAL = re.compile(r"\.item\(\)|\bisnan\(|\bisinf\(|isfinite\(|\b\w*(loss|metric|score|patience|accuracy)\w*\b",
-                         re.IGNORECASE)
-_COLLECTIVE_RESULT = re.compile(r"gather|reduce|check_trigger|all_reduce|broadcast")
 
 
 class RankDivergentExit(Rule):
@@ -20,15 +16,21 @@ class RankDivergentExit(Rule):
     Flags `break` and `return` (and `continue` when a collective follows it in the loop)
     inside a loop that runs collectives (a `backward`, a gather or reduce, a
     forward of a prepared model), when the condition that leads to it depends on rank-local
-    data: a loss or metric (`loss.item() < threshold`, `torch.isnan(loss)`, a patience counter
-    on un-reduced metrics), or an `except` handler (`except torch.cuda.OutOfMemoryError:
-    continue`). This is a heuristic: names that look like losses or metrics are taken as
-    rank-local unless they come from a gather, a reduce or `check_trigger()`. Exits on a rank
-    predicate (`if accelerator.is_main_process: break`) are reported by AL301 at the collective
-    the other ranks then wait in.
-    Not flagged: uniform counters (`if completed_steps >= max_train_steps: break`); values that
-    went through `gather`/`reduce`; `check_trigger()`; a `continue` with no collective after it;
-    `raise` and `sys.exit()` (the rank fails and the launcher stops the others).
+    data, or an `except` handler (`except torch.cuda.OutOfMemoryError: continue`). Rank-local
+    is a fact of the model's data flow, not of names: a value computed from a batch (the loop
+    variable over a loader), from a model's forward or `generate` (`loss.item() < threshold`,
+    `torch.isnan(loss)`), from the clock, or assigned under a
+    condition that is itself rank-local (a patience counter on un-reduced metrics). Exits on a
+    rank predicate (`if accelerator.is_main_process: break`) are reported by AL301 at the
+    collective the other ranks then wait in.
+    Not flagged: uniform counters (`if completed_steps >= max_train_steps: break`); what a
+    collective returns (`gather`, `reduce`, `broadcast`, `check_trigger()`) and the gradient norm
+    an accelerator's `clip_grad_norm_` returns (computed from gradients already all-reduced),
+    whatever went into them; values the model cannot trace (a parameter); random draws (the
+    same on every rank after `set_seed`) and file-system listings (the same on a shared file
+    system); a `continue` with no
+    collective after it; `raise` and `sys.exit()` (the rank fails and the launcher stops the
+    others).
 
     ## Why is this bad?
     Each rank computes its own loss on its own batch: one rank sees a NaN or reaches the
@@ -148,19 +150,8 @@ def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> str | None:
             return f"an exception (`except {kind}`) on this rank"
         if isinstance(parent, (cst.If, cst.While)) and parent is not loop:
             test = parent.test
-            text = model.code(test)
-            if _COLLECTIVE_RESULT.search(text) or model.ranks.is_rank_dependent(test) \
-                    or model.reads_only_uniform_results(test):
-                return None
-            if _RANK_LOCAL.search(text) and not _from_collective(model, test):
-                return f"`{text}`, computed from this rank's own data"
+            if model.ranks.is_rank_dependent(test):
+                return None  # a rank predicate: AL301 reports where the other ranks then wait
+            if model.rank_data.varies(test):
+                return f"`{model.code(test)}`, computed from this rank's own data"
     return None
-
-
-def _from_collective(model: FileModel, test: cst.BaseExpression) -> bool:
-    for name in model.index.loads_in(test):
-        value = model.value_at(name)
-        origin = value.origin if value is not None else None
-        if origin is not None and _COLLECTIVE_RESULT.search(model.code(model.index.parents.get(origin) or origin)):
-            return True
-    return False

@@ -1,0 +1,211 @@
+"""Which values are computed from rank-local data.
+
+Every rank runs the same program on different data. A value is *varying* (it may differ
+between ranks) when it is computed from:
+
+* a batch: the loop variable of a ``for`` over a loader (``enumerate``'s counter stays uniform);
+* a forward of a model (``model(**batch)``, ``model.generate(...)``) and anything read from its
+  output (``outputs.loss``, ``loss.item()``, ``torch.isnan(loss)``);
+* the clock (``time.time()``);
+* an assignment made under a condition that is itself varying (``if val_loss > best:
+  patience += 1``: the counter now differs between ranks).
+
+What a collective returns is the same on every rank whatever went into it (``gather``,
+``reduce``, ``broadcast``, ``check_trigger``, an accelerator's ``clip_grad_norm_``). Everything
+else (constants, CLI arguments, counters every rank advances, parameters) is not known to vary.
+The walk is per scope, in statement order, loops twice, branches joined (varying on any path
+is varying).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .index import FileIndex, ScopeNode
+from .names import dotted_name
+
+# Random draws are left out on purpose: after `set_seed(seed)` every rank draws the same numbers.
+# So is the file system: on the shared file systems training jobs use, every rank lists the same
+# checkpoint folder (the resume logic of every training script would otherwise look divergent).
+_CLOCK = ("time.time", "time.perf_counter", "time.monotonic")
+
+
+class RankData:
+    """For every name read, whether its value may differ between ranks."""
+
+    def __init__(self, index: FileIndex, value_at, is_uniform_result) -> None:
+        self.index = index
+        self._value_at = value_at
+        self._is_uniform_result = is_uniform_result
+        self.at: dict[cst.CSTNode, bool] = {}
+        self._final: dict[ScopeNode, set[str]] = {}
+        self._scope: ScopeNode = index.module
+        for scope in [index.module, *index.functions]:
+            self._scope = scope
+            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
+            if isinstance(scope, cst.FunctionDef) and not isinstance(scope.body, cst.IndentedBlock):
+                body = [scope.body]
+            self._final[scope] = self._block(body, set(), False)
+
+    # -- queries ---------------------------------------------------------------------------
+    def varies(self, expr: cst.CSTNode) -> bool:
+        """Whether ``expr`` may be computed from rank-local data (at its program point)."""
+        return self._eval(expr, lambda load: self.at.get(load, False))
+
+    # -- evaluation ------------------------------------------------------------------------
+    def _eval(self, expr: cst.CSTNode, read) -> bool:
+        kind = type(expr)
+        if kind is cst.Call:
+            if self._is_uniform_result(expr):
+                return False
+            if self._is_source(expr):
+                return True
+            parts = [expr.func.value] if type(expr.func) is cst.Attribute else []
+            return any(self._eval(p, read) for p in parts) or any(self._eval(a.value, read) for a in expr.args)
+        if kind is cst.Name or kind is cst.Attribute:
+            if read(expr):
+                return True
+            return kind is cst.Attribute and self._eval(expr.value, read)
+        if kind in (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp):
+            return False
+        return any(self._eval(child, read) for child in self.index.children.get(expr, ()))
+
+    def _is_source(self, call: cst.Call) -> bool:
+        """A call whose result is rank-local by itself: a model's forward or generate, the
+        clock."""
+        func = call.func
+        target = func.value if type(func) is cst.Attribute and func.attr.value == "generate" else func
+        value = self._value_at(target)
+        if value is not None and value.kind == "model":
+            return True
+        qualified = self.index.imports.qualify_expr(func) or dotted_name(func) or ""
+        return qualified.startswith(_CLOCK)
+
+    def _reader(self, env: set[str]):
+        def read(load: cst.BaseExpression) -> bool:
+            key = dotted_name(load)
+            return key is not None and self._lookup(key, env)
+        return read
+
+    def _lookup(self, key: str, env: set[str]) -> bool:
+        if key in env:
+            return True
+        scope = self._scope
+        while type(scope) is cst.FunctionDef:
+            scope = self.index.functions[scope].parent_scope
+            if key in self._final.get(scope, set()):
+                return True
+        return False
+
+    def _record(self, node: cst.CSTNode, env: set[str]) -> None:
+        for load in self.index.loads_in(node):
+            key = dotted_name(load)
+            if key is not None and self._lookup(key, env):
+                self.at[load] = True
+
+    # -- statements -----------------------------------------------------------------------
+    def _block(self, stmts, env: set[str], tainted: bool) -> set[str]:
+        for stmt in stmts:
+            env = self._stmt(stmt, env, tainted)
+        return env
+
+    def _stmt(self, stmt: cst.CSTNode, env: set[str], tainted: bool) -> set[str]:
+        kind = type(stmt)
+        if kind is cst.SimpleStatementLine:
+            for small in stmt.body:
+                env = self._small(small, env, tainted)
+            return env
+        if kind is cst.If:
+            self._record(stmt.test, env)
+            inner = tainted or self._eval(stmt.test, self._reader(env))
+            then = self._block(stmt.body.body, set(env), inner)
+            if stmt.orelse is None:
+                other = env
+            elif type(stmt.orelse) is cst.If:
+                other = self._stmt(stmt.orelse, set(env), inner)
+            else:
+                other = self._block(stmt.orelse.body.body, set(env), inner)
+            return then | other
+        if kind in (cst.For, cst.While):
+            head = stmt.iter if kind is cst.For else stmt.test
+            self._record(head, env)
+            inner = tainted or (kind is cst.While and self._eval(stmt.test, self._reader(env)))
+            entry = set(env)
+            if kind is cst.For:
+                self._bind_loop_target(stmt.target, stmt.iter, entry, tainted)
+            first = self._block(stmt.body.body, set(entry), inner)
+            second = self._block(stmt.body.body, entry | first, inner)
+            out = env | second
+            if stmt.orelse is not None:
+                out = self._block(stmt.orelse.body.body, out, tainted)
+            return out
+        if kind is cst.With:
+            for item in stmt.items:
+                self._record(item.item, env)
+            return self._block(stmt.body.body, env, tainted)
+        if kind is cst.Try:
+            body = self._block(stmt.body.body, set(env), tainted)
+            out = set(body)
+            for handler in stmt.handlers:
+                out |= self._block(handler.body.body, env | body, tainted)
+            if stmt.orelse is not None:
+                out |= self._block(stmt.orelse.body.body, set(body), tainted)
+            if stmt.finalbody is not None:
+                out = self._block(stmt.finalbody.body.body, out, tainted)
+            return out
+        if kind in (cst.FunctionDef, cst.ClassDef):
+            return env
+        self._record(stmt, env)
+        return env
+
+    def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression, env: set[str],
+                          tainted: bool) -> None:
+        """``for batch in loader``: the batch varies. ``for step, batch in enumerate(loader)``: the
+        counter does not."""
+        inner = iterable
+        counted = False
+        while type(inner) is cst.Call and inner.args and (dotted_name(inner.func) or "").rsplit(".", 1)[-1] in (
+                "enumerate", "tqdm", "iter"):
+            counted = counted or (dotted_name(inner.func) or "").endswith("enumerate")
+            inner = inner.args[0].value
+        value = self._value_at(inner) if type(inner) in (cst.Name, cst.Attribute) else None
+        loader = value is not None and value.kind == "loader"
+        varies = tainted or loader or self._eval(iterable, self._reader(env))
+        if counted and type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2:
+            self._bind(target.elements[0].value, tainted, env)
+            self._bind(target.elements[1].value, varies, env)
+            return
+        self._bind(target, varies, env)
+
+    def _small(self, small: cst.CSTNode, env: set[str], tainted: bool) -> set[str]:
+        self._record(small, env)
+        kind = type(small)
+        if kind is cst.Assign:
+            varies = tainted or self._eval(small.value, self._reader(env))
+            for target in small.targets:
+                self._bind(target.target, varies, env)
+        elif kind is cst.AnnAssign and small.value is not None:
+            self._bind(small.target, tainted or self._eval(small.value, self._reader(env)), env)
+        elif kind is cst.AugAssign:
+            key = dotted_name(small.target)
+            if key is not None and (tainted or self._eval(small.value, self._reader(env))):
+                env.add(key)
+        return env
+
+    def _bind(self, target: cst.BaseExpression, varies: bool, env: set[str]) -> None:
+        if type(target) in (cst.Tuple, cst.List):
+            for element in target.elements:
+                self._bind(element.value, varies, env)
+            return
+        if type(target) is cst.StarredElement:
+            self._bind(target.value, varies, env)
+            return
+        key = dotted_name(target)
+        if key is None:
+            return
+        for stale in [k for k in env if k.startswith(key + ".")]:
+            env.discard(stale)
+        if varies:
+            env.add(key)
+        else:
+            env.discard(key)
