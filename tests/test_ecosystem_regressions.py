@@ -192,6 +192,17 @@ CASES = {
         compare(net, load_reference())
         net.config.use_cache = False
     """, []),
+    # A plugin that may be None (no FSDP on that path) says nothing about the backend.
+    "fsdp_plugin_only_on_some_paths": ("""
+        from accelerate import Accelerator, FullyShardedDataParallelPlugin
+        from transformers import AutoModelForCausalLM
+        plugin = None
+        if args.shard:
+            plugin = FullyShardedDataParallelPlugin(fsdp_version=1)
+        acc = Accelerator(fsdp_plugin=plugin)
+        net = acc.prepare(AutoModelForCausalLM.from_pretrained("tiny"))
+        net.save_pretrained("out")
+    """, [(8, "AL501")]),
     # Without the plugin the backend is whatever the launch config says: still reported.
     "state_dict_of_an_accelerator_of_unknown_backend": ("""
         from accelerate import Accelerator

@@ -343,15 +343,18 @@ class FileModel:
             if arg.keyword.value == "deepspeed_plugin":
                 return "deepspeed"
             if arg.keyword.value == "fsdp_plugin":
+                # the plugin object: built right there, or the one constructor a variable holds
+                # (a variable that may be None on some path says nothing)
                 plugin = arg.value
-                plugin_value = self.value_at(plugin)
-                if plugin_value is not None and isinstance(plugin_value.origin, cst.Call):
-                    plugin = plugin_value.origin
-                if isinstance(plugin, cst.Call) and any(
-                        a.keyword is not None and a.keyword.value == "fsdp_version" and self.code(a.value) == "2"
-                        for a in plugin.args):
-                    return "fsdp2"
-                return "fsdp1"
+                if not isinstance(plugin, cst.Call):
+                    plugin_value = self.value_at(plugin)
+                    origins = plugin_value.origins() if plugin_value is not None else frozenset()
+                    plugin = next(iter(origins)) if len(origins) == 1 else None
+                if not isinstance(plugin, cst.Call):
+                    return None
+                version = next((self.code(a.value) for a in plugin.args
+                                if a.keyword is not None and a.keyword.value == "fsdp_version"), "1")
+                return {"1": "fsdp1", "2": "fsdp2"}.get(version)
         return None
 
     def _wrapper_test(self, test: cst.BaseExpression, name: str | None) -> bool | None:
