@@ -312,6 +312,8 @@ class FileModel:
         ``num_processes == 1``), ``YES`` inside the branch that tests for the wrapper, else
         ``MAYBE`` (it depends on the backend)."""
         name = dotted_name(model_expr)
+        if self.single_process_at(node):
+            return NO
         child = node
         for parent in self.index.ancestors(node):
             if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
@@ -357,12 +359,65 @@ class FileModel:
                 return {"1": "fsdp1", "2": "fsdp2"}.get(version)
         return None
 
+    def single_process_at(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` only runs when the job has one process: inside a branch taken only
+        then (``num_processes == 1``, ``distributed_type == DistributedType.NO``, ``not
+        torch.distributed.is_initialized()``, ``torch.backends.mps.is_available()``: Accelerate
+        runs one process on Apple silicon), or its ``else`` (``num_processes > 1``)."""
+        child = node
+        for parent in self.index.ancestors(node):
+            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                return False
+            if type(parent) in (cst.If, cst.IfExp) and child is not parent.test:
+                verdict = self._single_process_test(parent.test)
+                if verdict is not None and verdict == (child is parent.body):
+                    return True
+            child = parent
+        return False
+
+    def _single_process_test(self, test: cst.BaseExpression) -> bool | None:
+        """What ``test`` being true says about the job: True (one process), False (several),
+        None (nothing)."""
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            inner = self._single_process_test(test.expression)
+            return None if inner is None else not inner
+        if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+            # `a and b` true: both hold; it says "one process" when either side does
+            if self._single_process_test(test.left) is True or self._single_process_test(test.right) is True:
+                return True
+            return None
+        if type(test) is cst.Call:
+            qualified = self.index.imports.qualify_expr(test.func) or dotted_name(test.func) or ""
+            if qualified.endswith("backends.mps.is_available"):
+                return True
+            if qualified.endswith("distributed.is_initialized"):
+                return False
+            return None
+        if type(test) is cst.Comparison and len(test.comparisons) == 1:
+            left, target = test.left, test.comparisons[0]
+            operator, comparator = type(target.operator), target.comparator
+            size = last_attr(left) if type(left) in (cst.Name, cst.Attribute) else \
+                (last_attr(left.func) if type(left) is cst.Call else None)
+            if size in ("num_processes", "world_size", "get_world_size") and type(comparator) is cst.Integer:
+                bound = int(comparator.value)
+                if (operator, bound) in ((cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)):
+                    return True
+                if (operator, bound) in ((cst.NotEqual, 1), (cst.GreaterThan, 1), (cst.GreaterThanEqual, 2)):
+                    return False
+            if size == "distributed_type":
+                backend = comparator.evaluated_value if type(comparator) is cst.SimpleString else last_attr(comparator)
+                if backend == "NO":
+                    return {cst.Equal: True, cst.Is: True}.get(operator)
+        return None
+
     def _wrapper_test(self, test: cst.BaseExpression, name: str | None) -> bool | None:
         """What ``test`` being true says about the model being wrapped: True (wrapped), False
         (not wrapped), None (nothing)."""
         if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             inner = self._wrapper_test(test.expression, name)
             return None if inner is None else not inner
+        if self._single_process_test(test) is True:
+            return False  # one process: prepare returns the model itself
         if type(test) is cst.Call and type(test.func) is cst.Name and len(test.args) == 2 and name is not None:
             subject = dotted_name(test.args[0].value)
             if subject != name:

@@ -97,7 +97,7 @@ tokenizer.save_pretrained("out")  # expect: AL401
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope):
                 continue
-            if _rank_unique(model, call, 0) or _inside_split(model, call) or _single_process_branch(model, call):
+            if _rank_unique(model, call, 0) or _inside_split(model, call) or model.single_process_at(call):
                 continue
             acc = model.accelerator_name_in(scope)
             path = quote(model.code(write.path), 40) if write.path is not None else "its target"
@@ -129,20 +129,6 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:
                     return True
     return False
 
-
-_SINGLE_PROCESS = re.compile(
-    r"(world_size|num_processes)\s*(<=\s*1|==\s*1|<\s*2)\b|distributed_type\s*==\s*(DistributedType\.)?\W?NO\b"
-)
-
-
-def _single_process_branch(model: FileModel, call: cst.Call) -> bool:
-    """Inside the body of `if world_size <= 1:` and the like: only one process writes."""
-    child: cst.CSTNode = call
-    for parent in model.ancestors(call):
-        if isinstance(parent, cst.If) and child is parent.body and _SINGLE_PROCESS.search(model.code(parent.test)):
-            return True
-        child = parent
-    return False
 
 
 def _inside_split(model: FileModel, call: cst.Call) -> bool:

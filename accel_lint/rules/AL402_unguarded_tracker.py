@@ -100,7 +100,7 @@ class UnguardedTracker(Rule):
             if what is None or model.rank_guard_of(call) is not None:
                 continue
             scope = model.scope_of(call)
-            if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call):
+            if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call) or model.single_process_at(call):
                 continue
             sole = model.sole_accelerator_in(scope)
             acc = sole or "accelerator"

@@ -86,7 +86,7 @@ class PerRankPrint(Rule):
             scope = model.scope_of(call)
             if scope is model.module and first_accelerator is not None and order[call] < first_accelerator:
                 continue  # before any accelerator exists
-            if not model.runs_on_every_rank(scope) or not model.accelerators_visible_in(scope):
+            if not model.runs_on_every_rank(scope) or not model.accelerators_visible_in(scope) or model.single_process_at(call):
                 continue
             if _mentions_rank(model, call) or _under_rank_test(model, call):
                 continue
