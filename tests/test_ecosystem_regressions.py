@@ -275,6 +275,31 @@ CASES = {
             print("one process")
         print("done")
     """, [(13, "AL403")]),
+    # A save_state pre-hook runs where save_state runs: only on the main process here.
+    "save_state_hook_of_a_main_only_save_state": ("""
+        import json
+        from accelerate import Accelerator
+        acc = Accelerator()
+        def write_train_state(models, weights, output_dir):
+            with open(output_dir + "/train_state.json", "w") as f:
+                json.dump({"step": 1}, f)
+        acc.register_save_state_pre_hook(write_train_state)
+        net, opt = acc.prepare(net, opt)
+        if acc.is_main_process:
+            acc.save_state("ckpt")
+    """, [(10, "AL302")]),
+    # ... and on every rank when save_state is called on every rank.
+    "save_state_hook_of_an_every_rank_save_state": ("""
+        import json
+        from accelerate import Accelerator
+        acc = Accelerator()
+        def write_train_state(models, weights, output_dir):
+            with open(output_dir + "/train_state.json", "w") as f:
+                json.dump({"step": 1}, f)
+        acc.register_save_state_pre_hook(write_train_state)
+        net, opt = acc.prepare(net, opt)
+        acc.save_state("ckpt")
+    """, [(5, "AL401")]),
     # webdataset's .map is a lazy per-sample transform; huggingface_hub downloads take file locks.
     "webdataset_map_and_hub_download": ("""
         import webdataset as wds

@@ -542,10 +542,36 @@ class FileModel:
                 self.rank_guard_of(site) is None and self.runs_on_every_rank(self.index.scope_of(site), _seen | {scope})
                 for site in sites
             )
+        hooked = self._state_hook_runs(scope, _seen | {scope})
+        if hooked is not None:
+            return hooked
         info = self.index.functions[scope]
         if info.class_name is None and "@guarded" in self.incoming.get(info.qualname, {}):
             return False  # every caller in the other modules of the tree calls it under a rank guard
         return scope in self._scopes_using_an_accelerator
+
+    _STATE_HOOKS = {"register_save_state_pre_hook": "save_state", "register_load_state_pre_hook": "load_state"}
+
+    def _state_hook_runs(self, fn: cst.FunctionDef, _seen: frozenset) -> bool | None:
+        """For a function registered with ``<acc>.register_save_state_pre_hook(fn)`` (or the load
+        hook): it runs inside ``save_state`` (``load_state``), so on every rank exactly when some
+        ``save_state`` call of the file runs on every rank. ``None`` for other functions."""
+        methods = set()
+        for call in self.index.calls:
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value in self._STATE_HOOKS and call.args \
+                    and type(call.args[0].value) is cst.Name and self.is_accelerator(func.value) \
+                    and self.index.resolve_function_name(call.args[0].value.value, self.index.scope_of(call)) is fn:
+                methods.add(self._STATE_HOOKS[func.attr.value])
+        if not methods:
+            return None
+        for call in self.index.calls:
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value in methods and self.is_accelerator(func.value) \
+                    and self.rank_guard_of(call) is None \
+                    and self.runs_on_every_rank(self.index.scope_of(call), _seen):
+                return True
+        return False
 
     @cached_property
     def _scopes_using_an_accelerator(self) -> set:
