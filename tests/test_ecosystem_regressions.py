@@ -137,6 +137,20 @@ CASES = {
         if isinstance(net, DistributedDataParallel):
             net._set_static_graph()
     """, []),
+    # Flags assigned from those tests say the same.
+    "wrapper_flags": ("""
+        from accelerate import Accelerator
+        from torch.nn.parallel import DistributedDataParallel
+        acc = Accelerator()
+        net = acc.prepare(net)
+        is_ddp = isinstance(net, DistributedDataParallel)
+        single = acc.num_processes == 1
+        inner = net.module if is_ddp else net
+        if single:
+            net.generate(prompt)
+        if hasattr(net, "_orig_mod"):
+            base = net._orig_mod
+    """, []),
     # Outside such a branch the attribute is still reported.
     "wrapper_attribute_outside_a_branch": ("""
         from accelerate import Accelerator

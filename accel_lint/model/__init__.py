@@ -375,9 +375,24 @@ class FileModel:
             child = parent
         return False
 
-    def _single_process_test(self, test: cst.BaseExpression) -> bool | None:
+    def _flag_origin(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The test a flag was assigned from (``is_ddp = isinstance(model, DDP)``; ``if is_ddp:``),
+        when it holds exactly one."""
+        if type(test) not in (cst.Name, cst.Attribute):
+            return None
+        value = self.value_at(test)
+        origins = value.origins() if value is not None else frozenset()
+        origin = next(iter(origins)) if len(origins) == 1 else None
+        if isinstance(origin, (cst.Call, cst.Comparison, cst.UnaryOperation, cst.BooleanOperation)):
+            return origin
+        return None
+
+    def _single_process_test(self, test: cst.BaseExpression, depth: int = 0) -> bool | None:
         """What ``test`` being true says about the job: True (one process), False (several),
         None (nothing)."""
+        origin = self._flag_origin(test) if depth < 3 else None
+        if origin is not None:
+            return self._single_process_test(origin, depth + 1)
         if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             inner = self._single_process_test(test.expression)
             return None if inner is None else not inner
@@ -410,11 +425,14 @@ class FileModel:
                     return {cst.Equal: True, cst.Is: True}.get(operator)
         return None
 
-    def _wrapper_test(self, test: cst.BaseExpression, name: str | None) -> bool | None:
+    def _wrapper_test(self, test: cst.BaseExpression, name: str | None, depth: int = 0) -> bool | None:
         """What ``test`` being true says about the model being wrapped: True (wrapped), False
-        (not wrapped), None (nothing)."""
+        (not wrapped), None (nothing). A flag assigned from such a test says the same."""
+        origin = self._flag_origin(test) if depth < 3 else None
+        if origin is not None:
+            return self._wrapper_test(origin, name, depth + 1)
         if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            inner = self._wrapper_test(test.expression, name)
+            inner = self._wrapper_test(test.expression, name, depth)
             return None if inner is None else not inner
         if self._single_process_test(test) is True:
             return False  # one process: prepare returns the model itself
@@ -423,7 +441,7 @@ class FileModel:
             if subject != name:
                 return None
             if test.func.value == "hasattr" and type(test.args[1].value) is cst.SimpleString \
-                    and test.args[1].value.evaluated_value == "module":
+                    and test.args[1].value.evaluated_value in ("module", "_orig_mod"):
                 return True
             if test.func.value == "isinstance":
                 classes = test.args[1].value
