@@ -35,7 +35,11 @@ class RankGatedCheckpoint(Rule):
     `random_states_0.pkl` and a later `load_state` silently skips the RNG and step
     restore on the other ranks; a main-only `load_state` leaves them with stale weights.
     `accelerator.save(...)`, and `torch.save` of a state dict computed on every rank,
-    are fine under the guard.
+    are fine under the guard. A guard of the form `is_main_process or distributed_type ==
+    DistributedType.DEEPSPEED` lets every rank in under DeepSpeed; the message then says that
+    only FSDP deadlocks. The backend claims follow accelerate 1.15's `save_state`/
+    `get_state_dict` sources for DDP, FSDP1/FSDP2 (state-dict gathering) and DeepSpeed (engine
+    `save_checkpoint`, ZeRO-3 parameter gathering); they were not run on GPUs here.
 
     ## Example
     ```python
