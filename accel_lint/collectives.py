@@ -1,7 +1,7 @@
 """The one table of collectives, shared by the linter and by ``runtime_checks``.
 
-Facts come from ``shared/accelerate-facts.md`` §1 and ``shared/rules.md`` §2.6
-(accelerate 1.15.0, torch 2.13). This module is pure data: importing it must not
+Facts are read off the sources of accelerate 1.15.0 and torch 2.13 (which calls
+communicate, under which backend). This module is pure data: importing it must not
 import torch or accelerate, because the linter runs without them.
 
 Op kinds normalise calls so that per-rank sequences can be compared: two ranks
