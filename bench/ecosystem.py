@@ -42,13 +42,14 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lint_speed import corpus as wheel_corpus  # noqa: E402  (the same pinned wheels, unpacked once)
+
 HERE = Path(__file__).resolve().parent
 TABLES = HERE / "ecosystem"
-WHEELS = ["transformers==5.23.0", "trl==1.16.0", "peft==0.21.2", "diffusers==0.42.1", "accelerate==1.15.0"]
 GIT_CORPORA = {
     "diffusers": ("huggingface/diffusers", "58eb52c0803ea9af3abec60841c2a093bdf1f951", "examples"),
     "peft": ("huggingface/peft", "5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40", "examples"),
@@ -66,21 +67,6 @@ ACCELERATOR_CONSTRUCTION = re.compile(rb"\b(Accelerator|PartialState)\s*\(")
 
 
 # -- corpora ----------------------------------------------------------------------------------
-def _wheels(root: Path) -> Path:
-    src = root / "wheels-src"
-    marker = root / ("unpacked-" + "-".join(w.replace("==", "") for w in WHEELS))
-    if not marker.exists():
-        downloads = root / "wheels"
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(downloads), *WHEELS],
-                       check=True)
-        shutil.rmtree(src, ignore_errors=True)
-        for wheel in downloads.glob("*.whl"):
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(src)
-        marker.touch()
-    return src
-
-
 def _git_dir(repo: str, mirror_root: Path | None, cache: Path) -> Path:
     slug = repo.replace("/", "+")
     candidates = []
@@ -120,7 +106,7 @@ def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
 
 def corpus_root(name: str, cache: Path, mirror_root: Path | None) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
-    return _wheels(cache) if name == "wheels" else _git_corpus(name, cache, mirror_root)
+    return wheel_corpus(cache) if name == "wheels" else _git_corpus(name, cache, mirror_root)
 
 
 # -- findings and the triage table ----------------------------------------------------------------

@@ -34,15 +34,13 @@ import libcst as cst
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
 from .rank_data import RankData
-from .names import dotted_name, last_attr
+from .names import bound_names, dotted_name, last_attr
 from .objects import ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from .writes import Write, classify_write
 
-_BUILTINS = frozenset({"True", "False", "None", "len", "float", "int", "abs", "min", "max", "any", "all", "math"})
-
-__all__ = ["FileModel", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
+__all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
 
 
 class FileModel:
@@ -483,20 +481,6 @@ class FileModel:
             return True
         func = call.func
         return type(func) is cst.Attribute and func.attr.value == "clip_grad_norm_" and self.is_accelerator(func.value)
-
-    def reads_only_uniform_results(self, expr: cst.BaseExpression) -> bool:
-        """Every variable ``expr`` reads holds a rank-uniform result (see :meth:`is_uniform_result`)
-        at this point; modules and functions it calls do not count as variables."""
-        variables = [n for n in self.index.loads_in(expr) if type(n) is cst.Name
-                     and self.index.imports.qualify(n.value) is None and n.value not in _BUILTINS
-                     and not (type(self.index.parents.get(n)) is cst.Call and self.index.parents[n].func is n)]
-        if not variables:
-            return False
-        for name in variables:
-            value = self.value_at(name)
-            if value is None or not value.origins() or not all(self.is_uniform_result(o) for o in value.origins()):
-                return False
-        return True
 
     def rank_guard_of(self, node: cst.CSTNode) -> Guard | None:
         """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""

@@ -308,6 +308,18 @@ class FileIndex:
                 return self._method(cls, func.attr.value)
         return None
 
+    def body_of(self, scope: ScopeNode) -> list:
+        """The statements of a module or function (a one-line ``def f(): return x`` too)."""
+        if isinstance(scope, cst.Module):
+            return list(scope.body)
+        return list(scope.body.body) if isinstance(scope.body, cst.IndentedBlock) else [scope.body]
+
+    def enclosing_scopes(self, scope: ScopeNode):
+        """The scopes around a function, innermost first, up to the module."""
+        while type(scope) is cst.FunctionDef:
+            scope = self.functions[scope].parent_scope
+            yield scope
+
     def resolve_function_name(self, name: str, scope: ScopeNode) -> cst.FunctionDef | None:
         """The same-file ``def`` a bare name refers to from ``scope`` (nested, then module level)."""
         s: ScopeNode | None = scope

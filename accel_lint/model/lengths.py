@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .index import FileIndex, ScopeNode
-from .names import dotted_name
+from .names import bound_names, dotted_name
 from .objects import NO, ObjectTracker
 
 _EMPTY: frozenset = frozenset()
@@ -115,10 +115,7 @@ class LoaderLengths:
         for scope in [index.module, *index.functions]:
             self._scope = scope
             self._flags = self._constant_flags(scope)
-            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
-            if isinstance(scope, cst.FunctionDef) and not isinstance(scope.body, cst.IndentedBlock):
-                body = [scope.body]
-            end = self._block(body, [_Path()])
+            end = self._block(self.index.body_of(scope), [_Path()])
             final: dict[str, frozenset] = dict(end[0].env) if end else {}
             for path in end[1:]:
                 _join_into(final, path.env)
@@ -221,9 +218,7 @@ class LoaderLengths:
     def _lookup(self, key: str, path: _Path) -> frozenset:
         if key in path.env:
             return path.env[key]
-        scope = self._scope
-        while type(scope) is cst.FunctionDef:
-            scope = self.index.functions[scope].parent_scope
+        for scope in self.index.enclosing_scopes(self._scope):
             outer = self._final.get(scope, {})
             if key in outer:
                 return outer[key]
@@ -231,7 +226,7 @@ class LoaderLengths:
 
     def _record(self, node: cst.CSTNode, paths: list[_Path]) -> None:
         for load in self.index.loads_in(node):
-            if self.objects._is_binding(load):
+            if self.objects.is_binding(load):
                 continue
             key = dotted_name(load)
             if key is None:
@@ -374,19 +369,10 @@ class LoaderLengths:
 
     def _bind(self, target: cst.BaseExpression, lengths: frozenset, path: _Path,
               value: cst.BaseExpression | None = None) -> None:
-        if type(target) in (cst.Tuple, cst.List):
-            for element in target.elements:
-                self._bind(element.value, lengths, path)
-            return
-        if type(target) is cst.StarredElement:
-            self._bind(target.value, lengths, path)
-            return
-        key = dotted_name(target)
-        if key is None:
-            return
-        for stale in [k for k in path.env if k.startswith(key + ".")]:
-            del path.env[stale]
-        path.env[key] = lengths
-        path.flags.pop(key, None)
-        if key in self._flags and type(value) is cst.Name and value.value in ("True", "False"):
-            path.flags[key] = value.value == "True"
+        for key in bound_names(target):
+            for stale in [k for k in path.env if k.startswith(key + ".")]:
+                del path.env[stale]
+            path.env[key] = lengths
+            path.flags.pop(key, None)
+            if key in self._flags and type(value) is cst.Name and value.value in ("True", "False"):
+                path.flags[key] = value.value == "True"

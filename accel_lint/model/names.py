@@ -27,6 +27,17 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def bound_names(target: cst.BaseExpression) -> list[str]:
+    """The dotted names an assignment target binds: ``a``, ``self.x``, each name of ``a, (b, *c)``."""
+    kind = type(target)
+    if kind is cst.Tuple or kind is cst.List:
+        return [name for element in target.elements for name in bound_names(element.value)]
+    if kind is cst.StarredElement:
+        return bound_names(target.value)
+    name = dotted_name(target)
+    return [name] if name is not None else []
+
+
 def last_attr(node: cst.BaseExpression) -> str | None:
     """The final component of an attribute or name: ``c`` for ``a.b.c``."""
     kind = type(node)

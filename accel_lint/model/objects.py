@@ -200,10 +200,7 @@ class ObjectTracker:
         for scope in scopes:
             self._scope = scope
             env = self._entry_env(scope)
-            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
-            if isinstance(scope, cst.FunctionDef) and not isinstance(scope.body, cst.IndentedBlock):
-                body = [scope.body]
-            end = self._block(body, env)
+            end = self._block(self.index.body_of(scope), env)
             self.final_envs[scope] = end if end is not None else env
         for f, summary in self.summaries.items():
             summary.returns = returns.get(f)
@@ -255,10 +252,8 @@ class ObjectTracker:
                     return attrs[key]
         if head in env:
             return None  # a local shadows outer bindings
-        s = scope
-        while type(s) is cst.FunctionDef:
-            s = self.index.functions[s].parent_scope
-            outer = self.final_envs.get(s, {})
+        for outer_scope in self.index.enclosing_scopes(scope):
+            outer = self.final_envs.get(outer_scope, {})
             if key in outer:
                 return outer[key]
         return None
@@ -398,14 +393,14 @@ class ObjectTracker:
             if key is None:
                 continue
             v = self.lookup(key, env, self._scope)
-            if v is None and self._named_like_accelerator(expr) and not self._is_binding(expr):
+            if v is None and self._named_like_accelerator(expr) and not self.is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
             if v is not None:
                 self.values[expr] = v
         for call in self.index.calls_in(node):
             self._note_call(call, env)
 
-    def _is_binding(self, expr: cst.BaseExpression) -> bool:
+    def is_binding(self, expr: cst.BaseExpression) -> bool:
         """``expr`` is the name being bound (``accelerator = "CUDA"``): what it will hold is the
         assigned value, not a guess from its name."""
         parent = self.index.parents.get(expr)

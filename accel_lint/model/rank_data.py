@@ -22,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .index import FileIndex, ScopeNode
-from .names import dotted_name
+from .names import bound_names, dotted_name
 
 # Random draws are left out on purpose: after `set_seed(seed)` every rank draws the same numbers.
 # So is the file system: on the shared file systems training jobs use, every rank lists the same
@@ -42,10 +42,7 @@ class RankData:
         self._scope: ScopeNode = index.module
         for scope in [index.module, *index.functions]:
             self._scope = scope
-            body = scope.body if isinstance(scope, cst.Module) else scope.body.body
-            if isinstance(scope, cst.FunctionDef) and not isinstance(scope.body, cst.IndentedBlock):
-                body = [scope.body]
-            self._final[scope] = self._block(body, set(), False)
+            self._final[scope] = self._block(self.index.body_of(scope), set(), False)
 
     # -- queries ---------------------------------------------------------------------------
     def varies(self, expr: cst.CSTNode) -> bool:
@@ -90,12 +87,7 @@ class RankData:
     def _lookup(self, key: str, env: set[str]) -> bool:
         if key in env:
             return True
-        scope = self._scope
-        while type(scope) is cst.FunctionDef:
-            scope = self.index.functions[scope].parent_scope
-            if key in self._final.get(scope, set()):
-                return True
-        return False
+        return any(key in self._final.get(scope, set()) for scope in self.index.enclosing_scopes(self._scope))
 
     def _record(self, node: cst.CSTNode, env: set[str]) -> None:
         for load in self.index.loads_in(node):
@@ -193,19 +185,10 @@ class RankData:
         return env
 
     def _bind(self, target: cst.BaseExpression, varies: bool, env: set[str]) -> None:
-        if type(target) in (cst.Tuple, cst.List):
-            for element in target.elements:
-                self._bind(element.value, varies, env)
-            return
-        if type(target) is cst.StarredElement:
-            self._bind(target.value, varies, env)
-            return
-        key = dotted_name(target)
-        if key is None:
-            return
-        for stale in [k for k in env if k.startswith(key + ".")]:
-            env.discard(stale)
-        if varies:
-            env.add(key)
-        else:
-            env.discard(key)
+        for key in bound_names(target):
+            for stale in [k for k in env if k.startswith(key + ".")]:
+                env.discard(stale)
+            if varies:
+                env.add(key)
+            else:
+                env.discard(key)

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..collectives import CKPT
-from ..model import FileModel
+from ..model import FileModel, bound_names, dotted_name
 from .base import Finding, Fix, Rule, describe_guard, quote
 
 _CONSEQUENCES = {
@@ -184,10 +184,11 @@ def _reads_names_bound_in(model: FileModel, statement: cst.CSTNode, block: list[
     bound: set[str] = set()
     for node in block:
         for inner in model.index.walk(node):
-            if isinstance(inner, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem)):
-                target = getattr(inner, "target", None) or getattr(inner, "asname", None)
-                target = getattr(target, "name", target)
-                for name in model.index.walk(target) if target is not None else ():
-                    if isinstance(name, cst.Name):
-                        bound.add(name.value)
-    return any(isinstance(n, cst.Name) and n.value in bound for n in model.index.loads_in(statement))
+            target = inner.target if isinstance(inner, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)) \
+                else (inner.asname.name if isinstance(inner, cst.WithItem) and inner.asname is not None else None)
+            if target is None:
+                continue
+            bound.update(bound_names(target))
+            # `paths[0] = ...` and `self.path = ...`: every name in the target counts as bound
+            bound.update(name.value for name in model.index.walk(target) if isinstance(name, cst.Name))
+    return any(dotted_name(n) in bound for n in model.index.loads_in(statement))
