@@ -60,6 +60,7 @@ class LintResult:
     # and each fixable diagnostic's fix, for accel_lint.fixes
     module: cst.Module | None = None
     fixes: list[tuple[Diagnostic, Fix]] = field(default_factory=list)
+    model: object = None  # the FileModel, with want_fixes: what a fix may not break
     # for the analysis across modules: what this file exports (functions that perform
     # collectives) and what it imports by name; see resolve_project
     summary: dict = field(default_factory=dict)
@@ -185,12 +186,14 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
         # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
         result.diagnostics = []
         result.fixes = []
+        result.model = None
         result.errors.append(FileError(path, "too deeply nested to analyse (recursion limit); skipped"))
     result.diagnostics = sorted(set(result.diagnostics))
     if want_fixes:
         result.module = module
     else:
         result.fixes = []
+        result.model = None
 
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
@@ -208,6 +211,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     except Exception as exc:  # an analysis bug must not stop the run
         result.errors.append(FileError(path, _internal("building the model", exc), internal=True, detail=_traceback(exc)))
         return
+    result.model = model
     text = data.decode(module.encoding, errors="replace")
     # Tokenizing for comments costs as much as a tenth of the analysis: only when a finding
     # may be suppressed, or a directive of ours could be unused or malformed.
@@ -235,7 +239,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
                 diagnostic = Diagnostic(
                     path, line, col, end_line, end_col, rule.code, rule.name, finding.severity or rule.severity,
                     finding.message, scope=model.qualname_of(finding.node), statement=model.statement_text(statement),
-                    fix=finding.fix.applicability if finding.fix else None, tag=finding.tag,
+                    fix=finding.fix.applicability if finding.fix and finding.fix.refusal is None else None, tag=finding.tag,
                 )
                 result.diagnostics.append(diagnostic)
                 if finding.fix is not None:

@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,9 +34,11 @@ import libcst as cst
 from .config import Config
 from .diagnostics import Diagnostic, Notice
 from .engine import LintResult, lint_source
+from .model.moves import reads_bound_on_some_ranks
 from .rules.base import Fix
 
 MAX_ROUNDS = 10
+MAX_ATTEMPTS = 3  # attempts after a fix whose follow-up finding no later fix removed
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
@@ -81,37 +84,162 @@ def fix_source(data: bytes, path: str, config: Config, unsafe: bool) -> FileFix:
         outcome.remaining = first
         return outcome
     outcome.original = outcome.fixed = text
-    rejected: set[tuple[str, str, str]] = set()
-    result = first
-    for _ in range(MAX_ROUNDS):
-        wanted = [(d, f) for d, f in result.fixes
-                  if (f.applicability == "safe" or unsafe) and _identity(d) not in rejected]
-        if not wanted:
+    rejected: dict[tuple[str, str, str], str] = {}
+    for _ in range(MAX_ATTEMPTS):
+        rounds = _Rounds(path, config, unsafe, outcome.encoding, rejected)
+        rounds.run(first, text)
+        # a finding a fix brought in may stay only as long as a later fix takes it out again
+        left = _introduced(_problems(first), _problems(rounds.result))
+        culprits = {rounds.introduced_by[key]: key for key in left if key in rounds.introduced_by}
+        if not culprits:
             break
-        new_text, applied, failed = _one_round(result.module, text, wanted)
-        for d, why in failed:
-            rejected.add(_identity(d))
-            outcome.notices.append(Notice(path, f"line {d.line}: {d.code} fix not applied: {why}"))
-        if new_text == text:
-            if not failed:
-                break
-            result = lint_source(_encode(text, outcome.encoding), path, config, want_fixes=True)
-            continue
-        text = new_text
-        outcome.applied.extend(applied)
-        result = lint_source(_encode(text, outcome.encoding), path, config, want_fixes=True)
-        if result.module is None:  # cannot happen after verification; never write a broken file
-            outcome.notices.append(Notice(path, "not fixed: the fixed file did not parse (please report this)"))
-            outcome.applied.clear()
-            outcome.fixed = outcome.original
-            outcome.remaining = first
-            return outcome
-    else:
-        outcome.notices.append(Notice(path, f"fixes did not converge after {MAX_ROUNDS} rounds; "
-                                            "the file holds the last round's result"))
-    outcome.fixed = text
-    outcome.remaining = lint_source(_encode(text, outcome.encoding), path, config)
+        for identity, key in culprits.items():
+            rejected[identity] = _describe(key)
+    outcome.notices += rounds.notices
+    outcome.applied = rounds.applied
+    outcome.fixed = rounds.text
+    if rounds.broken:
+        outcome.notices.append(Notice(path, "not fixed: the fixed file did not parse (please report this)"))
+        outcome.applied = []
+        outcome.fixed = outcome.original
+        outcome.remaining = first
+        return outcome
+    outcome.remaining = lint_source(_encode(outcome.fixed, outcome.encoding), path, config)
     return outcome
+
+
+class _Rounds:
+    """One attempt at fixing a file: rounds of non-overlapping fixes, each round linted again
+    before it is kept."""
+
+    def __init__(self, path: str, config: Config, unsafe: bool, encoding: str,
+                 rejected: dict[tuple[str, str, str], str]) -> None:
+        self.path, self.config, self.unsafe, self.encoding = path, config, unsafe, encoding
+        self.rejected = dict(rejected)  # finding identity -> why its fix is not applied
+        self.notices: list[Notice] = []
+        self.applied: list[tuple[Diagnostic, str]] = []
+        self.introduced_by: dict[tuple, tuple[str, str, str]] = {}  # problem -> the fix that brought it
+        self.broken = False
+        self.text = ""
+        self.result: LintResult | None = None
+
+    def lint(self, text: str) -> LintResult:
+        return lint_source(_encode(text, self.encoding), self.path, self.config, want_fixes=True)
+
+    def run(self, first: LintResult, text: str) -> None:
+        self.text, self.result = text, first
+        for _ in range(MAX_ROUNDS):
+            wanted = self._wanted()
+            if not wanted:
+                return
+            new_text, applied, failed = _one_round(self.result.module, self.text, wanted)
+            new_result = None
+            if new_text != self.text:
+                new_text, applied, new_result, broke = self._keep_what_breaks_nothing(new_text, applied, wanted)
+                failed += broke
+            for d, why in failed:
+                self._reject(d, why)
+            if new_text == self.text:
+                if not failed:
+                    return
+                self.result = self.lint(self.text)
+                continue
+            self.text, self.result = new_text, new_result
+            self.applied.extend(applied)
+            if new_result.module is None:  # cannot happen after verification; never write a broken file
+                self.broken = True
+                return
+        self.notices.append(Notice(self.path, f"fixes did not converge after {MAX_ROUNDS} rounds; "
+                                              "the file holds the last round's result"))
+
+    def _wanted(self) -> list[tuple[Diagnostic, Fix]]:
+        wanted = []
+        for d, f in self.result.fixes:
+            if f.applicability != "safe" and not self.unsafe:
+                continue
+            if _identity(d) in self.rejected:
+                why = self.rejected.pop(_identity(d))
+                if why:  # said once
+                    self._reject(d, why)
+                continue
+            if f.refusal is not None:
+                self.rejected[_identity(d)] = ""
+                self.notices.append(Notice(self.path, f"line {d.line}: {d.code} not fixed: {f.refusal}"))
+                continue
+            wanted.append((d, f))
+        return wanted
+
+    def _reject(self, d: Diagnostic, why: str) -> None:
+        self.rejected[_identity(d)] = ""
+        self.notices.append(Notice(self.path, f"line {d.line}: {d.code} fix not applied: {why}"))
+
+    def _keep_what_breaks_nothing(self, new_text, applied, wanted):
+        """Lint the round's result. When it adds a finding or an unbound read, find the fixes
+        that do (each applied alone): one that adds an unbound read, or a finding no applicable
+        fix takes out again, is dropped. Returns (text, applied, result, dropped)."""
+        baseline = _problems(self.result)
+        new_result = self.lint(new_text)
+        if new_result.module is not None and not _introduced(baseline, _problems(new_result)):
+            return new_text, applied, new_result, []
+        keep: list[tuple[Diagnostic, Fix]] = []
+        dropped: list[tuple[Diagnostic, str]] = []
+        for d, f in wanted:
+            if not any(d is a for a, _ in applied):
+                continue
+            alone, _, _ = _one_round(self.result.module, self.text, [(d, f)])
+            alone_result = self.lint(alone)
+            if alone_result.module is None:
+                dropped.append((d, "the fixed file did not parse"))
+                continue
+            added = _introduced(baseline, _problems(alone_result))
+            fatal = [key for key in added if not self._fixable(key, alone_result)]
+            if fatal:
+                dropped.append((d, _describe(fatal[0])))
+                continue
+            keep.append((d, f))
+            for key in added:
+                self.introduced_by.setdefault(key, _identity(d))
+        if not keep:
+            return self.text, [], self.result, dropped
+        together, done, _ = _one_round(self.result.module, self.text, keep)
+        together_result = self.lint(together)
+        if together_result.module is None or any(not self._fixable(key, together_result) for key in
+                                                 _introduced(baseline, _problems(together_result))):
+            # each is fine alone but not together: one per round, the rest wait
+            together, done, _ = _one_round(self.result.module, self.text, keep[:1])
+            together_result = self.lint(together)
+        return together, done, together_result, dropped
+
+    def _fixable(self, key: tuple, result: LintResult) -> bool:
+        """A new finding that an applicable fix of the next round removes again (AL101's fix
+        makes a manual loss division double scaling, which AL102's fix removes)."""
+        if key[0] == "unbound":
+            return False
+        return any((d.code, d.scope) == key and f.refusal is None and (f.applicability == "safe" or self.unsafe)
+                   and _identity(d) not in self.rejected for d, f in result.fixes)
+
+
+# -- what a fix must not add ---------------------------------------------------------------------
+
+def _problems(result: LintResult) -> Counter:
+    """Findings per (rule, function), and reads of a name that only some ranks bind
+    (``save_path`` set under ``is_main_process`` and read outside it)."""
+    found = Counter((d.code, d.scope) for d in result.diagnostics)
+    if result.model is not None:
+        found.update({("unbound", scope, name): n
+                      for (scope, name), n in reads_bound_on_some_ranks(result.model).items()})
+    return found
+
+
+def _introduced(before: Counter, after: Counter) -> list[tuple]:
+    return sorted(key for key, n in after.items() if n > before.get(key, 0))
+
+
+def _describe(problem: tuple) -> str:
+    where = f" in `{problem[1]}`" if problem[1] else ""
+    if problem[0] == "unbound":
+        return f"it would leave `{problem[2]}` unbound{where} on the ranks the guard skips"
+    return f"it would introduce a new {problem[0]} finding{where}"
 
 
 def write_atomically(path: Path, text: str, encoding: str) -> None:

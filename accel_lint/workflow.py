@@ -13,6 +13,7 @@ from .config import Config
 from .diagnostics import Diagnostic, Notice
 from .engine import LintResult
 from .fixes import FileFix, fix_source, write_atomically
+from .rules import all_rules
 from .report.text import location
 from .suppressions import noqa_codes
 
@@ -55,7 +56,10 @@ class FixRun:
 def fix_files(result: LintResult, config: Config, unsafe: bool, write: bool) -> FixRun:
     """Fix every file that has an applicable fix; write the changed ones when ``write``."""
     run = FixRun()
-    wanted = {d.path for d in result.diagnostics if d.fix == "safe" or (unsafe and d.fix)}
+    # a finding whose fix may be refused is looked at too: --fix then says why it was not fixed
+    refusing = {r.code for r in all_rules() if r.fix_may_refuse}
+    wanted = {d.path for d in result.diagnostics
+              if d.fix == "safe" or (unsafe and (d.fix or d.code in refusing))}
     run.diagnostics = [d for d in result.diagnostics if d.path not in wanted]
     for path in sorted(wanted):
         try:

@@ -5,7 +5,8 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..collectives import CKPT
-from ..model import FileModel, bound_names, dotted_name
+from ..model import FileModel
+from ..model.moves import plan_move
 from .base import Finding, Fix, Rule, describe_guard, quote
 
 _CONSEQUENCES = {
@@ -67,6 +68,7 @@ class RankGatedCheckpoint(Rule):
     code = "AL302"
     name = "rank-gated-checkpoint"
     severity = "error"
+    fix_may_refuse = True
     summary = "a checkpoint call (save_state, load_state, get_state_dict, ...) runs on some ranks only"
     scope = "distributed"
 
@@ -147,7 +149,9 @@ def _hoist(model: FileModel, op) -> Fix | None:
     """Unsafe: move the checkpoint statement out of its ``if <rank predicate>:`` and keep the
     statements before and after it guarded, in order. Only for a call made directly (not
     through a helper) as its own statement (or the value of an assignment) in the body of an
-    ``if`` without ``else``; the statements left guarded before it may be prerequisites
+    ``if`` without ``else``. What the call reads from the guarded block comes along when it is
+    a rank-uniform, effect-free assignment (``save_path = os.path.join(...)``); otherwise the
+    fix is refused. The statements left guarded before it may be prerequisites
     (``makedirs``), which is why the fix is unsafe."""
     guard = op.guard
     if op.chain or guard is None or guard.how != "if" or not isinstance(guard.node, cst.If):
@@ -165,30 +169,23 @@ def _hoist(model: FileModel, op) -> Fix | None:
         return None
     at = body.index(statement)
     before, after = body[:at], body[at + 1:]
-    if _reads_names_bound_in(model, statement, before):
-        # `save_path = ...` guarded, `save_state(save_path)` hoisted: every other rank would
-        # read a name that is unbound (or stale from an earlier pass)
-        return None
-    replacement: list[cst.BaseStatement] = []
-    if before:
-        replacement.append(branch.with_changes(body=branch.body.with_changes(body=before)))
-    replacement.append(statement.with_changes(leading_lines=[] if before else [*branch.leading_lines, *statement.leading_lines]))
+    plan = plan_move(model, statement, before, branch)
+    description = "run the checkpoint call on every rank; keep the rest guarded"
+    if plan.refusal is not None:
+        return Fix.refused("unsafe", description,
+                           f"{plan.refusal}; move that computation out of the guard by hand, then the call")
+    left = [s for s in before if s not in plan.brought]
+    moved = list(plan.brought)
+    pieces: list[cst.BaseStatement] = []
+    if plan.ahead_of_guard:
+        pieces += moved
+    if left:
+        pieces.append(branch.with_changes(leading_lines=[], body=branch.body.with_changes(body=left)))
+    if not plan.ahead_of_guard:
+        pieces += moved
+    pieces.append(statement)
     if after:
-        replacement.append(branch.with_changes(leading_lines=[], body=branch.body.with_changes(body=after)))
-    return Fix("unsafe", "run the checkpoint call on every rank; keep the rest guarded",
-               ((branch, cst.FlattenSentinel(replacement)),))
-
-
-def _reads_names_bound_in(model: FileModel, statement: cst.CSTNode, block: list[cst.CSTNode]) -> bool:
-    """Whether ``statement`` reads a name that a statement of ``block`` assigns."""
-    bound: set[str] = set()
-    for node in block:
-        for inner in model.index.walk(node):
-            target = inner.target if isinstance(inner, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)) \
-                else (inner.asname.name if isinstance(inner, cst.WithItem) and inner.asname is not None else None)
-            if target is None:
-                continue
-            bound.update(bound_names(target))
-            # `paths[0] = ...` and `self.path = ...`: every name in the target counts as bound
-            bound.update(name.value for name in model.index.walk(target) if isinstance(name, cst.Name))
-    return any(dotted_name(n) in bound for n in model.index.loads_in(statement))
+        pieces.append(branch.with_changes(leading_lines=[], body=branch.body.with_changes(body=after)))
+    # the first piece takes the `if`'s blank lines and comments; the others keep their own
+    pieces[0] = pieces[0].with_changes(leading_lines=[*branch.leading_lines, *pieces[0].leading_lines])
+    return Fix("unsafe", description, ((branch, cst.FlattenSentinel(pieces)),))

@@ -21,7 +21,10 @@ class Fix:
     ``cst.FlattenSentinel`` of statements, or ``cst.RemoveFromParent()``).
 
     ``applicability`` is "safe" (the only change in behaviour is the intended correction;
-    applied by ``--fix``) or "unsafe" (may change more; needs ``--unsafe-fixes``)."""
+    applied by ``--fix``) or "unsafe" (may change more; needs ``--unsafe-fixes``).
+
+    A fix with a ``refusal`` changes nothing: ``--fix`` tells the user why it would not be
+    safe and what to do by hand (the finding is then not marked fixable)."""
 
     applicability: str
     description: str
@@ -29,6 +32,11 @@ class Fix:
     # edits of raw text, (line, start column, end column, new text), 1-based, for what is not a
     # node (a comment)
     text_edits: tuple[tuple[int, int, int, str], ...] = ()
+    refusal: str | None = None
+
+    @classmethod
+    def refused(cls, applicability: str, description: str, why: str) -> Fix:
+        return cls(applicability, description, refusal=why)
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,9 @@ class Rule:
     scope: ClassVar[str] = "accelerate"
     # A rule computed by the engine from the other rules' results (AL002): its examples run with every rule.
     needs_other_rules: ClassVar[bool] = False
+    # A rule whose fix may be refused (a move the def-use slice does not allow): `--fix` looks
+    # at its findings to say why, even where nothing in the file is fixable.
+    fix_may_refuse: ClassVar[bool] = False
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 
@@ -96,6 +107,8 @@ def guard_statement_fix(model: FileModel, call: cst.Call, acc: str | None, condi
     small = statement.body[0]
     if not (isinstance(small, cst.Expr) and small.value is call):
         return None
+    if any(type(node) is cst.NamedExpr for node in model.index.walk(call)):
+        return None  # `log(n := ...)`: the other ranks would lose the binding
     guarded = cst.If(test=cst.parse_expression(f"{acc}.{condition}"),
                      body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
                      leading_lines=statement.leading_lines)

@@ -1,0 +1,167 @@
+"""Fixes that move statements across a rank guard keep the program's meaning on every rank:
+the def-use slice comes along when it may, the fix is refused with a reason when it may not,
+and every round is linted again before it is kept."""
+
+from __future__ import annotations
+
+import textwrap
+
+from accel_lint.config import Config
+from accel_lint.fixes import fix_source
+
+HEAD = """\
+import os
+import shutil
+from accelerate import Accelerator
+
+accelerator = Accelerator()
+
+
+def train(args, model, optimizer, loader):
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    global_step = 0
+    for batch in loader:
+        global_step += 1
+"""
+
+
+def fix(body: str, unsafe: bool = True):
+    source = HEAD + textwrap.indent(textwrap.dedent(body), " " * 8)
+    outcome = fix_source(source.encode(), "train.py", Config(), unsafe)
+    return source, outcome
+
+
+def notices(outcome) -> str:
+    return "\n".join(n.message for n in outcome.notices)
+
+
+def test_checkpoint_rotation_brings_the_path_along_and_keeps_the_rotation_guarded():
+    source, outcome = fix("""\
+        if accelerator.is_main_process:
+            if args.checkpoints_total_limit is not None:
+                checkpoints = sorted(os.listdir(args.output_dir))
+                for old in checkpoints[: -args.checkpoints_total_limit]:
+                    shutil.rmtree(os.path.join(args.output_dir, old))
+            save_path = os.path.join(args.output_dir, f"checkpoint-{global_step}")
+            accelerator.save_state(save_path)
+            print(f"Saved state to {save_path}")
+    """)
+    assert [d.code for d, _ in outcome.applied] == ["AL302"], notices(outcome)
+    fixed = outcome.fixed[len(HEAD):]
+    assert fixed == textwrap.indent(textwrap.dedent("""\
+        if accelerator.is_main_process:
+            if args.checkpoints_total_limit is not None:
+                checkpoints = sorted(os.listdir(args.output_dir))
+                for old in checkpoints[: -args.checkpoints_total_limit]:
+                    shutil.rmtree(os.path.join(args.output_dir, old))
+        save_path = os.path.join(args.output_dir, f"checkpoint-{global_step}")
+        accelerator.save_state(save_path)
+        if accelerator.is_main_process:
+            print(f"Saved state to {save_path}")
+    """), " " * 8)
+    assert not [d for d in outcome.remaining.diagnostics if d.code == "AL302"]
+
+
+def test_a_path_a_guarded_statement_reads_goes_ahead_of_the_guard():
+    _, outcome = fix("""\
+        if accelerator.is_main_process:
+            save_path = os.path.join(args.output_dir, "last")
+            os.makedirs(save_path, exist_ok=True)
+            accelerator.save_state(save_path)
+    """)
+    fixed = outcome.fixed[len(HEAD):]
+    assert fixed == textwrap.indent(textwrap.dedent("""\
+        save_path = os.path.join(args.output_dir, "last")
+        if accelerator.is_main_process:
+            os.makedirs(save_path, exist_ok=True)
+        accelerator.save_state(save_path)
+    """), " " * 8)
+
+
+def test_a_path_from_a_helper_call_is_refused_with_the_reason():
+    source, outcome = fix("""\
+        if accelerator.is_main_process:
+            save_path = make_checkpoint_dir(args.output_dir, global_step)
+            accelerator.save_state(save_path)
+    """)
+    assert outcome.fixed == source
+    assert "not fixed" in notices(outcome) and "`make_checkpoint_dir`" in notices(outcome)
+    assert "by hand" in notices(outcome)
+
+
+def test_a_rank_dependent_path_is_refused():
+    source, outcome = fix("""\
+        if accelerator.is_main_process:
+            save_path = os.path.join(args.output_dir, f"rank{accelerator.process_index}")
+            accelerator.save_state(save_path)
+    """)
+    assert outcome.fixed == source
+    assert "differs between ranks" in notices(outcome)
+
+
+def test_a_name_other_ranks_also_set_is_not_rebound_for_them():
+    source, outcome = fix("""\
+        save_path = args.output_dir
+        if accelerator.is_main_process:
+            save_path = os.path.join(save_path, "main")
+            accelerator.save_state(save_path)
+    """)
+    assert outcome.fixed == source
+    assert "rebinds `save_path`" in notices(outcome)
+
+
+def test_a_name_bound_under_an_earlier_guard_is_caught_by_linting_the_result():
+    source, outcome = fix("""\
+        if accelerator.is_main_process:
+            path = os.path.join(args.output_dir, "x")
+        if global_step % 100 == 0:
+            if accelerator.is_main_process:
+                accelerator.save_state(path)
+    """)
+    assert outcome.fixed == source
+    assert "leave `path` unbound" in notices(outcome)
+
+
+def test_a_read_under_an_equivalent_guard_is_not_unbound():
+    """`if is_main: tracker = ...` then `if is_main: tracker.log()`: the same ranks bind and read."""
+    from accel_lint.engine import lint_source
+    from accel_lint.model.moves import reads_bound_on_some_ranks
+
+    source = HEAD + textwrap.indent(textwrap.dedent("""\
+        if accelerator.is_main_process:
+            tracker = open("log.txt", "a")
+        if accelerator.is_main_process:
+            tracker.write("step")
+        print(tracker)
+    """), " " * 8)
+    model = lint_source(source.encode(), "train.py", Config(), want_fixes=True).model
+    assert reads_bound_on_some_ranks(model) == {("train", "tracker"): 1}  # the print only
+
+
+def test_a_fix_whose_follow_up_finding_a_later_fix_removes_is_kept():
+    """AL101's fix makes a manual division double scaling (AL102); AL102's fix removes it."""
+    _, outcome = fix("""\
+        with accelerator.accumulate(model):
+            loss = model(**batch).loss / args.gradient_accumulation_steps
+            loss.backward()
+            optimizer.step()
+    """)
+    assert sorted(d.code for d, _ in outcome.applied) == ["AL101", "AL102"], notices(outcome)
+    assert "accelerator.backward(loss)" in outcome.fixed and "/ args.gradient_accumulation_steps" not in outcome.fixed
+
+
+def test_a_follow_up_finding_no_fix_removes_drops_the_fix_that_brought_it(monkeypatch):
+    """Were AL102's finding not fixable, AL101's fix would leave double scaling behind: it is
+    dropped with a notice, and the file keeps its manual division and raw backward."""
+    from accel_lint import fixes
+
+    monkeypatch.setattr(fixes._Rounds, "_fixable", lambda self, key, result: False)
+    source, outcome = fix("""\
+        with accelerator.accumulate(model):
+            loss = model(**batch).loss / args.gradient_accumulation_steps
+            loss.backward()
+            optimizer.step()
+    """)
+    assert "AL101" not in [d.code for d, _ in outcome.applied]
+    assert "loss.backward()" in outcome.fixed
+    assert "AL101 fix not applied: it would introduce a new AL102 finding in `train`" in notices(outcome)
