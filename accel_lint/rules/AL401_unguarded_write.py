@@ -6,7 +6,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel
-from .base import Finding, Rule, quote
+from .base import Finding, Fix, Rule, guard_statement_fix, quote
 
 _TEMP_HINTS = ("tempfile", "mkdtemp", "TemporaryDirectory", "NamedTemporaryFile", "devnull")
 
@@ -42,6 +42,13 @@ class UnguardedWrite(Rule):
         with open(os.path.join(out, "all_results.json"), "w") as f:
             json.dump(results, f)
     ```
+
+    ## Fix safety
+    Unsafe: the statement that writes (or the call to the helper that writes, or the whole
+    `with open(...)` block) is wrapped in `if <accelerator>.is_main_process:`. The other ranks
+    then skip it; if they read the file afterwards, add `accelerator.wait_for_everyone()`
+    between the write and the read. Not offered where the write is part of a larger statement
+    (an assignment would leave its name unbound on the other ranks).
     """
 
     code = "AL401"
@@ -106,6 +113,7 @@ tokenizer.save_pretrained("out")  # expect: AL401
                 call,
                 f"`{write.what}` writes {path} on every rank at once{via}, which corrupts or races on a shared "
                 f"file system; guard it with `if {acc}.is_main_process:` or use `{acc}.save()`",
+                fix=_guard(model, call, site),
             )
 
 
@@ -137,3 +145,22 @@ def _inside_split(model: FileModel, call: cst.Call) -> bool:
                 if "split_between_processes" in model.code(item.item):
                     return True
     return False
+
+
+def _guard(model: FileModel, write: cst.Call, site: cst.Call | None) -> Fix | None:
+    """Unsafe: wrap the write's statement (the call to the helper that writes, when the write
+    is in a helper) in ``if <acc>.is_main_process:``. The other ranks then skip it: unsafe
+    because they may read the file afterwards."""
+    target = site if site is not None else write
+    acc = model.sole_accelerator_in(model.scope_of(target))
+    fix = guard_statement_fix(model, target, acc, "is_main_process", "unsafe")
+    if fix is not None or site is not None or acc is None:
+        return fix
+    # `with open(path, "w") as f:` -- the whole `with` statement
+    statement = model.statement_of(write)
+    if type(statement) is cst.With and any(item.item is write for item in statement.items):
+        guarded = cst.If(test=cst.parse_expression(f"{acc}.is_main_process"),
+                         body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
+                         leading_lines=statement.leading_lines)
+        return Fix("unsafe", f"guard with `if {acc}.is_main_process:`", ((statement, guarded),))
+    return None
