@@ -179,7 +179,7 @@ class _Rounds:
         fix takes out again, is dropped. Returns (text, applied, result, dropped)."""
         baseline = _problems(self.result)
         new_result = self.lint(new_text)
-        if new_result.module is not None and not _introduced(baseline, _problems(new_result)):
+        if new_result.module is not None and not _introduced(baseline, _problems(new_result), [d for d, _ in applied]):
             return new_text, applied, new_result, []
         keep: list[tuple[Diagnostic, Fix]] = []
         dropped: list[tuple[Diagnostic, str]] = []
@@ -191,7 +191,7 @@ class _Rounds:
             if alone_result.module is None:
                 dropped.append((d, "the fixed file did not parse"))
                 continue
-            added = _introduced(baseline, _problems(alone_result))
+            added = _introduced(baseline, _problems(alone_result), [d])
             fatal = [key for key in added if not self._fixable(key, alone_result)]
             if fatal:
                 dropped.append((d, _describe(fatal[0])))
@@ -204,7 +204,7 @@ class _Rounds:
         together, done, _ = _one_round(self.result.module, self.text, keep)
         together_result = self.lint(together)
         if together_result.module is None or any(not self._fixable(key, together_result) for key in
-                                                 _introduced(baseline, _problems(together_result))):
+                                                 _introduced(baseline, _problems(together_result), [d for d, _ in done])):
             # each is fine alone but not together: one per round, the rest wait
             together, done, _ = _one_round(self.result.module, self.text, keep[:1])
             together_result = self.lint(together)
@@ -231,8 +231,11 @@ def _problems(result: LintResult) -> Counter:
     return found
 
 
-def _introduced(before: Counter, after: Counter) -> list[tuple]:
-    return sorted(key for key, n in after.items() if n > before.get(key, 0))
+def _introduced(before: Counter, after: Counter, fixed: list[Diagnostic] = ()) -> list[tuple]:
+    """What ``after`` has more of than ``before`` once the ``fixed`` findings are gone (a fix
+    that removes one AL302 while another adds one in the same function nets out otherwise)."""
+    expected = before - Counter((d.code, d.scope) for d in fixed)
+    return sorted(key for key, n in after.items() if n > expected.get(key, 0))
 
 
 def _describe(problem: tuple) -> str:

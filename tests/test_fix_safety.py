@@ -54,6 +54,7 @@ def test_checkpoint_rotation_brings_the_path_along_and_keeps_the_rotation_guarde
                 checkpoints = sorted(os.listdir(args.output_dir))
                 for old in checkpoints[: -args.checkpoints_total_limit]:
                     shutil.rmtree(os.path.join(args.output_dir, old))
+        accelerator.wait_for_everyone()
         save_path = os.path.join(args.output_dir, f"checkpoint-{global_step}")
         accelerator.save_state(save_path)
         if accelerator.is_main_process:
@@ -74,6 +75,7 @@ def test_a_path_a_guarded_statement_reads_goes_ahead_of_the_guard():
         save_path = os.path.join(args.output_dir, "last")
         if accelerator.is_main_process:
             os.makedirs(save_path, exist_ok=True)
+        accelerator.wait_for_everyone()
         accelerator.save_state(save_path)
     """), " " * 8)
 

@@ -75,7 +75,7 @@ def test_unsafe_fixes_hoist_the_checkpoint_and_keep_order(project):
     code, out, err = cli(root, "train.py", "--fix", "--unsafe-fixes", "--no-cache", "--show-fixes")
     fixed = path.read_text()
     assert ("        if accelerator.is_main_process:\n            os.makedirs(\"ckpt\", exist_ok=True)\n"
-            "        accelerator.save_state(\"ckpt\")\n        if accelerator.is_main_process:\n"
+            "        accelerator.wait_for_everyone()\n        accelerator.save_state(\"ckpt\")\n        if accelerator.is_main_process:\n"
             "            print(\"saved\")\n") in fixed
     assert "train.py:17:13: AL302 run the checkpoint call on every rank" in err
     assert "AL302" not in out

@@ -60,9 +60,14 @@ class RankGatedCheckpoint(Rule):
 
     ## Fix safety
     Unsafe: the checkpoint statement is moved out of its `if <rank predicate>:`; the statements
-    before and after it stay guarded, in order. Statements left before it (`os.makedirs`) may be
-    prerequisites on the other ranks too, so review the result. Only offered for a direct call
-    (not through a helper) in an `if` without `else`.
+    before and after it stay guarded, in order, and `wait_for_everyone()` after those before it
+    keeps them finished before any rank saves (checkpoint rotation must not count or delete the
+    folder another rank is creating). What the call reads from the guarded block comes along
+    when it is a plain assignment of a value that is the same on every rank, computed without
+    side effects (`save_path = os.path.join(args.output_dir, f"checkpoint-{global_step}")`);
+    anything else (a helper call, a rank-dependent value, a name the other ranks also set) and
+    the fix is refused with a notice that says why. Only offered for a direct call (not through
+    a helper) in an `if` without `else`.
     """
 
     code = "AL302"
@@ -181,6 +186,11 @@ def _hoist(model: FileModel, op) -> Fix | None:
         pieces += moved
     if left:
         pieces.append(branch.with_changes(leading_lines=[], body=branch.body.with_changes(body=left)))
+        # what stays guarded ahead of the call (checkpoint rotation, makedirs) must be done
+        # before any rank saves: rank 1 would otherwise create the new checkpoint folder while
+        # rank 0 still counts or deletes folders
+        barrier = cst.parse_statement(f"{model.code(op.origin.func.value)}.wait_for_everyone()")
+        pieces.append(barrier)
     if not plan.ahead_of_guard:
         pieces += moved
     pieces.append(statement)
