@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import random
+import warnings
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -50,10 +51,11 @@ def problems_with(source: str, path: str = "fuzzed.py") -> list[str]:
             found.append(f"{fmt} output invalid: {type(exc).__name__}: {exc}")
     outcome = fix_source(source.encode("utf-8"), path, _CONFIG, unsafe=True)
     if outcome.changed and _compiles(source):
-        try:
-            compile(ast.parse(outcome.fixed), path, "exec")
-        except (SyntaxError, ValueError) as exc:
-            return found + [f"fixed file does not compile: {exc}"]
+        if not _compiles(outcome.fixed):
+            try:
+                compile(ast.parse(outcome.fixed), path, "exec")
+            except (SyntaxError, ValueError) as exc:
+                return found + [f"fixed file does not compile: {exc}"]
         again = fix_source(outcome.fixed.encode(outcome.encoding), path, _CONFIG, unsafe=True)
         if again.changed:
             found.append("fixing the fixed file changes it again (not idempotent)")
@@ -64,10 +66,12 @@ def problems_with(source: str, path: str = "fuzzed.py") -> list[str]:
 
 def _compiles(source: str) -> bool:
     """Valid Python for CPython's compiler too (libcst accepts `return` in a class body)."""
-    try:
-        compile(source, "input", "exec")
-    except (SyntaxError, ValueError):
-        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarning for `1()` and the like
+        try:
+            compile(source, "input", "exec")
+        except (SyntaxError, ValueError):
+            return False
     return True
 
 

@@ -167,3 +167,27 @@ def test_a_follow_up_finding_no_fix_removes_drops_the_fix_that_brought_it(monkey
     assert "AL101" not in [d.code for d, _ in outcome.applied]
     assert "loss.backward()" in outcome.fixed
     assert "AL101 fix not applied: it would introduce a new AL102 finding in `train`" in notices(outcome)
+
+
+def test_a_write_in_a_branch_no_rank_reaches_is_not_wrapped_again_and_again():
+    """Found by fuzzing: `torch.save` under `if is_main: if not is_local_main:` (no rank runs
+    it, so the op walk records no guard) was reported by AL401 and wrapped in a new guard
+    every round, until the fix loop gave up."""
+    source, outcome = fix("""\
+        if accelerator.is_main_process:
+            if not accelerator.is_local_main_process:
+                shutil.rmtree("old-checkpoints")
+    """)
+    assert outcome.fixed == source and not outcome.notices
+    assert "AL401" not in [d.code for d in outcome.remaining.diagnostics]
+
+
+def test_a_guard_wrap_is_not_offered_inside_the_same_guard():
+    from accel_lint.engine import lint_source
+    from accel_lint.rules.base import guard_statement_fix
+
+    source = HEAD + "        if accelerator.is_main_process:\n            wandb.log({})\n"
+    model = lint_source(source.encode(), "train.py", Config(), want_fixes=True).model
+    call = next(c for c in model.index.calls if model.code(c.func) == "wandb.log")
+    assert guard_statement_fix(model, call, "accelerator", "is_main_process", "unsafe") is None
+    assert guard_statement_fix(model, call, "accelerator", "sync_gradients", "unsafe") is not None

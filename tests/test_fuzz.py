@@ -19,19 +19,19 @@ def slice_of(examples: int) -> settings:
                     suppress_health_check=list(HealthCheck))
 
 
-@slice_of(60)
+@slice_of(200)
 @given(hypothesmith.from_grammar())
 def test_generated_programs_keep_the_properties(source: str):
     assert problems_with(PREAMBLE + source) == []
 
 
-@slice_of(25)
+@slice_of(60)
 @given(hypothesmith.from_node())
 def test_generated_syntax_trees_keep_the_properties(source: str):
     assert problems_with(PREAMBLE + source) == []
 
 
-@slice_of(120)
+@slice_of(300)
 @given(st.sampled_from(FIXTURE_SOURCES), st.randoms(use_true_random=False), st.integers(1, 4))
 def test_mutated_fixture_scripts_keep_the_properties(source: str, rng: random.Random, steps: int):
     assert problems_with(mutate(source, rng, steps)) == []

@@ -486,6 +486,14 @@ class FileModel:
         """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""
         return self.ops.guard_of(node)
 
+    def under_rank_condition(self, node: cst.CSTNode) -> bool:
+        """``node`` sits in a branch of an ``if`` on a rank predicate in its function, whether
+        or not any rank class reaches it (``if is_main: if not is_local_main: ...`` runs on
+        none, and the op walk records no guard there)."""
+        from .moves import rank_branch_of
+
+        return self.rank_guard_of(node) is not None or rank_branch_of(self, node) is not None
+
     def runs_only_where(self, node: cst.CSTNode, test: cst.BaseExpression) -> bool:
         """Every rank class that may run ``node`` (under the ``if`` rank guard around it) makes
         ``test`` true: ``if is_main and args.save:`` runs only where ``is_main`` holds. ``False``

@@ -98,7 +98,7 @@ tokenizer.save_pretrained("out")  # expect: AL401
     def check(self, model: FileModel) -> Iterable[Finding]:
         for write in model.writes:
             call = write.call
-            if model.rank_guard_of(call) is not None:
+            if model.under_rank_condition(call):
                 continue
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope):

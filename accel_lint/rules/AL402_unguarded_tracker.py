@@ -97,7 +97,7 @@ class UnguardedTracker(Rule):
     def check(self, model: FileModel) -> Iterable[Finding]:
         for call in model.index.calls:
             what = _tracker_call(model, call)
-            if what is None or model.rank_guard_of(call) is not None:
+            if what is None or model.under_rank_condition(call):
                 continue
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call) or model.single_process_at(call):

@@ -109,6 +109,10 @@ def guard_statement_fix(model: FileModel, call: cst.Call, acc: str | None, condi
         return None
     if any(type(node) is cst.NamedExpr for node in model.index.walk(call)):
         return None  # `log(n := ...)`: the other ranks would lose the binding
+    block = model.index.parents.get(statement)
+    parent = model.index.parents.get(block) if block is not None else None
+    if type(parent) is cst.If and model.code(parent.test) == f"{acc}.{condition}":
+        return None  # already guarded by this very test: wrapping again would never end
     guarded = cst.If(test=cst.parse_expression(f"{acc}.{condition}"),
                      body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
                      leading_lines=statement.leading_lines)
