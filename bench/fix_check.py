@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -71,9 +72,10 @@ def check(name: str, cache: Path, mirror: Path | None) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", action="append", choices=CORPORA, help="default: all")
-    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "accel-lint-ecosystem")
-    parser.add_argument("--mirror-root", type=Path, default=None,
-                        help="folder of bare mirrors named owner+name (default: clone from GitHub)")
+    parser.add_argument("--cache", type=Path, default=Path(os.environ.get(
+        "ACCEL_LINT_ECOSYSTEM_CACHE", Path.home() / ".cache" / "accel-lint-ecosystem")))
+    parser.add_argument("--mirror-root", type=Path, default=Path(os.environ.get("ACCEL_LINT_MIRRORS", "/work/.mirror")),
+                        help="folder of git mirrors named owner+name (as bench/ecosystem.py)")
     parser.add_argument("--output", type=Path, default=HERE / "results" / "fix_check.json")
     args = parser.parse_args()
     results = {}

@@ -112,3 +112,23 @@ BEHAVIOUR = {
     "al302_final_save.py": _final_save,
     "al402_unguarded_tracker.py": _tracker,
 }
+
+
+def test_diff_shows_exactly_what_fix_writes(tmp_path: Path):
+    """`--diff --unsafe-fixes` on one copy equals the change `--fix --unsafe-fixes` writes on another."""
+    import difflib
+
+    shown, written = tmp_path / "shown", tmp_path / "written"
+    for target in (shown, written):
+        shutil.copytree(FIXTURES, target, ignore=shutil.ignore_patterns("__pycache__"))
+    diff = run_cli("--no-cache", "--diff", "--unsafe-fixes", ".", cwd=shown)
+    assert diff.returncode == 1
+    run_cli("--no-cache", "--fix", "--unsafe-fixes", ".", cwd=written)
+    expected = []
+    for name in sorted(p.name for p in FIXTURES.glob("*.py")):
+        before, after = (FIXTURES / name).read_text(), (written / name).read_text()
+        if before != after:
+            expected += difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                             fromfile=f"a/{name}", tofile=f"b/{name}")
+    assert diff.stdout == "".join(expected)
+    assert all((shown / p.name).read_text() == p.read_text() for p in FIXTURES.glob("*.py"))  # nothing written
