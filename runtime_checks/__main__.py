@@ -1,5 +1,8 @@
-"""``python -m runtime_checks [--nproc N] [--timeout S] [--report PATH] [--] script.py [args...]``
-(or ``-m module [args...]``): run a script on N guarded ranks and report the first problem."""
+"""``python -m runtime_checks [--nproc N] [--timeout S] [--report PATH] [--trace PATH] [--] script.py [args...]``
+(or ``-m module [args...]``): run a script on N guarded ranks and report the first problem.
+
+``python -m runtime_checks view REPORT.json``: write the report's timeline as a self-contained
+HTML page next to it and print its path."""
 
 from __future__ import annotations
 
@@ -14,6 +17,10 @@ EPILOG = """exit codes: 0 clean, 2 usage, 3 internal error, 10 divergence, 11 sh
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["view"]:
+        from .view import main as view_main
+
+        return view_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m runtime_checks", epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nproc", type=int, default=None, help="ranks to start (default: GPUs, or 2 on CPU)")
@@ -23,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default=None,
                         help="write the JSON report here (default: runtime_checks_report.json, written only when "
                              "there is a finding)")
+    parser.add_argument("--trace", default=None,
+                        help="write the run's per-rank collectives here as a Chrome trace (Perfetto, chrome://tracing); "
+                             "with a finding one is always written next to the report")
     parser.add_argument("-m", dest="module", default=None, help="run a module instead of a script")
     parser.add_argument("target", nargs=argparse.REMAINDER, help="script.py [args...]")
     ns = parser.parse_args(argv)
@@ -40,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         return P.EXIT_CODES["usage"]
     from .launch import launch
 
-    return launch(target, module=bool(ns.module), nproc=ns.nproc, timeout=ns.timeout, report=ns.report)
+    return launch(target, module=bool(ns.module), nproc=ns.nproc, timeout=ns.timeout, report=ns.report,
+                  trace=ns.trace)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ def prepare_environment(environ, cuda: bool) -> None:
         environ["ACCELERATE_USE_CPU"] = "1"
 
 
-def launch(target: list[str], module: bool, nproc: int | None, timeout: float | None, report: str | None) -> int:
+def launch(target: list[str], module: bool, nproc: int | None, timeout: float | None, report: str | None,
+           trace: str | None = None) -> int:
     import torch
     import torch.distributed.run as torchrun
     from torch.distributed import TCPStore
@@ -50,7 +51,7 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
 
     watcher = Watcher(store, nproc, timeout)
-    watch = _WatchThread(watcher, report)
+    watch = _WatchThread(watcher, report, trace)
     watch.start()
     args = torchrun.parse_args([
         "--standalone", "--nproc-per-node", str(nproc), "--monitor-interval", "0.5",
@@ -73,7 +74,11 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
             watch.conclude(finding, stop_ranks=False)
     if finding is None:
         if report:
-            write_json(None, report, watcher)
+            write_json(None, report, watcher, trace)
+        elif trace:
+            from .trace import write_trace
+
+            write_trace(trace, watcher, None)
         return 0
     return P.EXIT_CODES[finding.kind]
 
@@ -96,10 +101,11 @@ def _unexplained_failure(watcher: Watcher, failures: dict[int, int]) -> Finding:
 
 
 class _WatchThread(threading.Thread):
-    def __init__(self, watcher: Watcher, report: str | None) -> None:
+    def __init__(self, watcher: Watcher, report: str | None, trace: str | None = None) -> None:
         super().__init__(name="runtime_checks-watcher", daemon=True)
         self.watcher = watcher
         self.report = report
+        self.trace = trace
         self.finding: Finding | None = None
         self._stop_event = threading.Event()
         self._lock = threading.Lock()
@@ -126,7 +132,7 @@ class _WatchThread(threading.Thread):
                 self.watcher.fill_rows_with_stacks()
             path = self.report or P.DEFAULT_REPORT  # a finding always leaves its report behind
             render_text(finding, path)
-            write_json(finding, path, self.watcher)
+            write_json(finding, path, self.watcher, self.trace)
             if stop_ranks:
                 self._stop_ranks()
 

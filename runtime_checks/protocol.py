@@ -13,6 +13,7 @@ from typing import Any
 ENV_STORE = "RUNTIME_CHECKS_STORE"  # host:port of the store the watcher reads
 ENV_TIMEOUT = "RUNTIME_CHECKS_TIMEOUT"
 ENV_REPORT = "RUNTIME_CHECKS_REPORT"
+ENV_TRACE = "RUNTIME_CHECKS_TRACE"  # in-rank mode: write the run's Chrome trace here
 ENV_PORT = "RUNTIME_CHECKS_PORT"  # in-rank mode: port global rank 0 serves the store on
 DEFAULT_REPORT = "runtime_checks_report.json"  # where a finding's report goes without --report
 

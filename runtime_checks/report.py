@@ -118,12 +118,13 @@ def render_text(finding: Finding, report_path: str | None, stream=None) -> None:
     lines.append(f"  fix: {finding.hint}")
     if report_path:
         lines.append(f"  report (stacks, per-rank fingerprints): {report_path}")
+        lines.append(f"  timeline: python -m runtime_checks view {report_path}")
     print("\n".join(lines), file=stream, flush=True)
 
 
-def to_json(finding: Finding | None, watcher=None) -> dict[str, Any]:
+def to_json(finding: Finding | None, watcher=None, trace: str | None = None) -> dict[str, Any]:
     if finding is None:
-        return {"findings": [], "exit_code": 0}
+        return {"findings": [], "exit_code": 0, **({"trace": trace} if trace else {})}
     from .protocol import EXIT_CODES
 
     data = asdict(finding)
@@ -131,11 +132,21 @@ def to_json(finding: Finding | None, watcher=None) -> dict[str, Any]:
         row["guard"] = rank_guard_hint(row.get("site")) or None
         row["code"] = source_line(row.get("site")) or None
     data["exit_code"] = EXIT_CODES[finding.kind]
-    return {"findings": [data], "exit_code": data["exit_code"]}
+    return {"findings": [data], "exit_code": data["exit_code"], **({"trace": trace} if trace else {})}
 
 
-def write_json(finding: Finding | None, path: str, watcher=None) -> None:
+def write_json(finding: Finding | None, path: str, watcher=None, trace: str | None = None) -> None:
+    """The report; with a watcher, also the run's timeline (always with a finding: next to the
+    report, or at ``trace``), named under the report's top-level ``"trace"`` key."""
+    if watcher is not None and (finding is not None or trace):
+        from .trace import trace_path_for, write_trace
+
+        try:
+            trace = write_trace(trace or trace_path_for(path), watcher, finding)
+        except OSError as exc:
+            print(f"[runtime_checks] could not write the trace: {exc}", file=sys.stderr)
+            trace = None
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(to_json(finding, watcher), f, indent=2, default=str)
+        json.dump(to_json(finding, watcher, trace), f, indent=2, default=str)
     os.replace(tmp, path)

@@ -572,7 +572,7 @@ class InRankWatcher(threading.Thread):
         self.watcher.fill_rows_with_stacks()
         path = self.report_path or P.DEFAULT_REPORT
         render_text(finding, path)
-        write_json(finding, path, self.watcher)
+        write_json(finding, path, self.watcher, os.environ.get(P.ENV_TRACE) or None)
         self.exit_code = P.EXIT_CODES[finding.kind]
         try:
             self.watcher.store.set(P.ABORT, str(self.exit_code))
@@ -597,4 +597,8 @@ class InRankWatcher(threading.Thread):
         finding = w.check_at_end() if all(r.finished for r in w.ranks.values()) else w.check()
         if finding is not None:
             self._conclude(finding)
+        if os.environ.get(P.ENV_TRACE):  # asked for a timeline of a clean run
+            from .trace import write_trace
+
+            write_trace(os.environ[P.ENV_TRACE], w, None)
         return 0
