@@ -95,7 +95,7 @@ def fix_source(data: bytes, path: str, config: Config, unsafe: bool) -> FileFix:
             break
         for identity, key in culprits.items():
             rejected[identity] = _describe(key)
-    outcome.notices += rounds.notices
+    outcome.notices += list(dict.fromkeys(rounds.notices))  # two findings may share one fix (and one refusal)
     outcome.applied = rounds.applied
     outcome.fixed = rounds.text
     if rounds.broken:

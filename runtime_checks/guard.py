@@ -187,7 +187,8 @@ class Guard:
         with self._buffer_lock:
             self._buffer.append({"kind": P.LEAVE, "rank": self.rank, "seq": pending[0], "t": pending[1]})
 
-    def wrap(self, fn: Callable, op: str, op_kind: str, method: bool, checkpoint: bool = False) -> Callable:
+    def wrap(self, fn: Callable, op: str, op_kind: str, method: bool, checkpoint: bool = False,
+             fingerprint_args: bool = True) -> Callable:
         guard = self
 
         @functools.wraps(fn)
@@ -201,7 +202,7 @@ class Guard:
                 seq = guard.seq
                 guard.seq += 1
                 payload = args[1:] if method else args
-                tensors = list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"]
+                tensors = list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"] if fingerprint_args else []
                 prev = guard.take_leave_record()
                 guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(),
                            prev_left=prev[1] if prev else None, prev_left_seq=prev[0] if prev else None,
@@ -278,6 +279,72 @@ class Guard:
                            process_index=state.process_index, site=call_site())
 
         self._patch(PartialState, "__init__", init)
+        self._install_ddp()
+
+    def _install_ddp(self) -> None:
+        """The collectives DDP makes on the user's behalf, recorded where they really
+        communicate (torch 2.13's own conditions, ``torch/nn/parallel/distributed.py``):
+
+        * ``ddp.forward.broadcast_buffers``: ``_sync_buffers``, which DDP's forward calls only
+          when ``_check_sync_bufs_pre_fwd()`` (or ``..._post_fwd()``) holds: buffers present,
+          ``broadcast_buffers``, and the previous forward required gradient sync;
+        * ``ddp.forward.rebuild_buckets``: the first forward with grad enabled after the first
+          synchronized backward, where the reducer rebuilds its buckets (a broadcast), unless
+          ``find_unused_parameters`` without ``static_graph``;
+        * ``ddp.forward.join_sync``: ``_check_global_requires_backward_grad_sync``, under
+          ``join()`` only;
+        * ``ddp.backward.allreduce``: the first ``torch.autograd.backward`` (so also a raw
+          ``loss.backward()`` and ``accelerator.backward``) after a forward that ran with grad
+          enabled and ``require_backward_grad_sync`` (not inside ``no_sync()``), which is when
+          the reducer all-reduces the gradients. Comm hooks are left alone: they still run.
+
+        The site is the user's line: the model call, the ``backward()``."""
+        try:
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+        except ImportError:
+            return
+        guard = self
+        if hasattr(DDP, "_sync_buffers"):
+            self._patch(DDP, "_sync_buffers", self.wrap(DDP._sync_buffers, "ddp.forward.broadcast_buffers", C.BROADCAST,
+                                                        method=True, fingerprint_args=False))
+        if hasattr(DDP, "_check_global_requires_backward_grad_sync"):
+            self._patch(DDP, "_check_global_requires_backward_grad_sync", self.wrap(
+                DDP._check_global_requires_backward_grad_sync, "ddp.forward.join_sync", C.ALLREDUCE, method=True,
+                fingerprint_args=False))
+        original_forward = DDP.forward
+        recorded_rebuild = self.wrap(original_forward, "ddp.forward.rebuild_buckets", C.BROADCAST, method=True,
+                                     fingerprint_args=False)
+
+        @functools.wraps(original_forward)
+        def forward(ddp, *args, **kwargs):
+            plain = getattr(ddp, "_use_python_reducer", False) or getattr(ddp, "_delay_all_reduce_all_params", False)
+            syncs = torch.is_grad_enabled() and ddp.require_backward_grad_sync and not plain
+            # the reducer rebuilds its buckets (a broadcast from rank 0) at the first forward with
+            # grad enabled after the first synchronized backward, once
+            rebuilds = (torch.is_grad_enabled() and not plain and not getattr(ddp, "_has_rebuilt_buckets", True)
+                        and getattr(ddp, "_runtime_checks_synced_backward", False)
+                        and (getattr(ddp, "static_graph", False) or not getattr(ddp, "find_unused_parameters", False)))
+            output = (recorded_rebuild if rebuilds else original_forward)(ddp, *args, **kwargs)
+            if syncs:
+                guard._tls.ddp_backward_pending = ddp
+            return output
+
+        self._patch(DDP, "forward", forward)
+        original_backward = torch.autograd.backward
+        recorded_backward = self.wrap(original_backward, "ddp.backward.allreduce", C.ALLREDUCE, method=False,
+                                      fingerprint_args=False)
+
+        @functools.wraps(original_backward)
+        def backward(*args, **kwargs):
+            ddp = getattr(guard._tls, "ddp_backward_pending", None)
+            if ddp is not None and not getattr(guard._tls, "depth", 0):
+                guard._tls.ddp_backward_pending = None
+                ddp._runtime_checks_synced_backward = True
+                return recorded_backward(*args, **kwargs)
+            return original_backward(*args, **kwargs)
+
+        self._patch(torch.autograd, "backward", backward)
 
 
 def _on_cuda(values: Any, depth: int = 0) -> bool:

@@ -232,3 +232,25 @@ def test_a_finding_writes_the_default_report_in_the_working_directory(tmp_path):
     assert "report (stacks, per-rank fingerprints): runtime_checks_report.json" in proc.stderr
     data = json.load(open(tmp_path / "runtime_checks_report.json"))
     assert data["findings"][0]["kind"] == "divergence" and data["exit_code"] == 10
+
+
+# -- the collectives DDP makes on the user's behalf ------------------------------------------------
+
+@pytest.mark.parametrize("script,ranks", [
+    ("ddp_uneven_batches.py", {0: ("ddp.forward.broadcast_buffers", 14), 1: ("accelerator.wait_for_everyone", 18)}),
+    ("ddp_extra_forward.py", {0: ("ddp.forward.rebuild_buckets", 11), 1: ("accelerator.wait_for_everyone", 12)}),
+    ("ddp_backward_one_rank.py", {0: ("ddp.backward.allreduce", 11), 1: ("accelerator.wait_for_everyone", 12)}),
+    ("ddp_eval_on_main.py", {0: ("ddp.forward.broadcast_buffers", 12), 1: ("accelerator.wait_for_everyone", 13)}),
+])
+def test_an_implicit_ddp_collective_against_an_explicit_one_is_a_divergence(distributed_run, script, ranks):
+    result = distributed_run(RUNTIME / script, timeout=20)
+    assert (result.exit_code, result.kind) == (10, "divergence"), result.stderr
+    for rank, (op, line) in ranks.items():
+        assert (result.row(rank)["op"], site(result.row(rank))) == (op, (script, line))
+    assert result.finding["detected_after"] <= 2.0
+
+
+@pytest.mark.parametrize("script", ["ddp_eval_unwrapped_ok.py", "ddp_no_sync_ok.py", "ddp_no_grad_forward_ok.py"])
+def test_ddp_code_that_does_not_communicate_unevenly_stays_silent(distributed_run, script):
+    result = distributed_run(RUNTIME / script, timeout=20)
+    assert result.exit_code == 0, result.stderr
