@@ -291,34 +291,43 @@ class Guard:
         * ``ddp.forward.rebuild_buckets``: the first forward with grad enabled after the first
           synchronized backward, where the reducer rebuilds its buckets (a broadcast), unless
           ``find_unused_parameters`` without ``static_graph``;
-        * ``ddp.forward.join_sync``: ``_check_global_requires_backward_grad_sync``, under
-          ``join()`` only;
         * ``ddp.backward.allreduce``: the first ``torch.autograd.backward`` (so also a raw
           ``loss.backward()`` and ``accelerator.backward``) after a forward that ran with grad
           enabled and ``require_backward_grad_sync`` (not inside ``no_sync()``), which is when
           the reducer all-reduces the gradients. Comm hooks are left alone: they still run.
 
-        The site is the user's line: the model call, the ``backward()``."""
+        Not under ``join()`` (``accelerator.join_uneven_inputs``): there the joined ranks
+        shadow the others' collectives, which matches them by meaning, not one for one. The
+        site is the user's line: the model call, the ``backward()``."""
         try:
             import torch
             from torch.nn.parallel import DistributedDataParallel as DDP
         except ImportError:
             return
         guard = self
+
+        def joining(ddp) -> bool:
+            join = getattr(ddp, "_join_config", None)
+            return bool(join is not None and join.enable)
+
         if hasattr(DDP, "_sync_buffers"):
-            self._patch(DDP, "_sync_buffers", self.wrap(DDP._sync_buffers, "ddp.forward.broadcast_buffers", C.BROADCAST,
-                                                        method=True, fingerprint_args=False))
-        if hasattr(DDP, "_check_global_requires_backward_grad_sync"):
-            self._patch(DDP, "_check_global_requires_backward_grad_sync", self.wrap(
-                DDP._check_global_requires_backward_grad_sync, "ddp.forward.join_sync", C.ALLREDUCE, method=True,
-                fingerprint_args=False))
+            original_sync = DDP._sync_buffers
+            recorded_sync = self.wrap(original_sync, "ddp.forward.broadcast_buffers", C.BROADCAST, method=True,
+                                      fingerprint_args=False)
+
+            @functools.wraps(original_sync)
+            def sync_buffers(ddp, *args, **kwargs):
+                return (original_sync if joining(ddp) else recorded_sync)(ddp, *args, **kwargs)
+
+            self._patch(DDP, "_sync_buffers", sync_buffers)
         original_forward = DDP.forward
         recorded_rebuild = self.wrap(original_forward, "ddp.forward.rebuild_buckets", C.BROADCAST, method=True,
                                      fingerprint_args=False)
 
         @functools.wraps(original_forward)
         def forward(ddp, *args, **kwargs):
-            plain = getattr(ddp, "_use_python_reducer", False) or getattr(ddp, "_delay_all_reduce_all_params", False)
+            plain = getattr(ddp, "_use_python_reducer", False) or getattr(ddp, "_delay_all_reduce_all_params", False) \
+                or joining(ddp)
             syncs = torch.is_grad_enabled() and ddp.require_backward_grad_sync and not plain
             # the reducer rebuilds its buckets (a broadcast from rank 0) at the first forward with
             # grad enabled after the first synchronized backward, once

@@ -36,6 +36,7 @@ class NotebookReport:
     exit_code: int
     finding: Finding | None
     report_path: str | None
+    timeline: str = ""  # the run's collectives per rank, as inline SVG
 
     @property
     def ok(self) -> bool:
@@ -83,7 +84,7 @@ class NotebookReport:
         return (f"<p><b>runtime_checks: {html.escape(f.kind.upper())}</b> &mdash; {html.escape(f.title)}</p>"
                 "<table><thead><tr><th>rank</th><th>state</th><th>collective</th><th>where</th><th></th></tr></thead>"
                 f"<tbody>{cells}</tbody></table><p><b>why:</b> {html.escape(f.why)}</p>"
-                f"<p><b>fix:</b> {html.escape(f.hint)}</p>")
+                f"<p><b>fix:</b> {html.escape(f.hint)}</p>{self.timeline}")
 
 
 def notebook_launch(fn: Callable[..., Any], args: tuple = (), num_processes: int = 2, timeout: float | None = None,
@@ -126,9 +127,13 @@ def notebook_launch(fn: Callable[..., Any], args: tuple = (), num_processes: int
             watch.conclude(finding, stop_ranks=False)
     if finding is None and report:
         write_json(None, report, watcher)
+    from .trace import chrome_trace
+    from .view import timeline_svg
+
+    timeline = timeline_svg(chrome_trace(watcher, finding), finding.culprit if finding else None)
     return NotebookReport("ok" if finding is None else finding.kind,
                           0 if finding is None else P.EXIT_CODES[finding.kind], finding,
-                          (report or P.DEFAULT_REPORT) if finding else report)
+                          (report or P.DEFAULT_REPORT) if finding else report, timeline)
 
 
 def _refuse_unsafe_fork(torch) -> None:

@@ -27,14 +27,22 @@ def _colour(kind: str) -> str:
 
 
 def render(report: dict[str, Any], trace: dict[str, Any]) -> str:
+    """The whole page: the verdict, its table, and the timeline."""
+    finding = (report.get("findings") or [None])[0]
+    culprit = finding.get("culprit") if finding else None
+    slices = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    ranks = {e["tid"] for e in trace.get("traceEvents", []) if e.get("name") == "thread_name"}
+    return _page(finding, culprit, len(slices), len(ranks), timeline_svg(trace, culprit))
+
+
+def timeline_svg(trace: dict[str, Any], culprit: int | None) -> str:
+    """The timeline alone, as an inline SVG element (the notebook report shows it too)."""
     events = trace.get("traceEvents", [])
     ranks = sorted({e["tid"] for e in events if e.get("name") == "thread_name"})
     slices = [e for e in events if e.get("ph") == "X"]
     instants = [e for e in events if e.get("ph") == "i"]
     end = max([e["ts"] + e.get("dur", 0) for e in slices] + [e["ts"] for e in instants] + [1.0])
     plot = WIDTH - LABEL - 20
-    finding = (report.get("findings") or [None])[0]
-    culprit = finding.get("culprit") if finding else None
 
     def x(ts: float) -> float:
         return LABEL + plot * ts / end
@@ -80,6 +88,10 @@ def render(report: dict[str, Any], trace: dict[str, Any]) -> str:
                      f'<text x="{legend_x + 16}" y="{height - 8}">{html.escape(kind)}</text>')
         legend_x += 24 + 8 * len(kind)
     parts.append("</svg>")
+    return "".join(parts)
+
+
+def _page(finding: dict | None, culprit: int | None, collectives: int, ranks: int, svg: str) -> str:
     head = "<h1>runtime_checks: no finding</h1>"
     if finding:
         head = (f"<h1>{html.escape(finding['kind'])}: {html.escape(finding['title'])}</h1>"
@@ -94,8 +106,8 @@ def render(report: dict[str, Any], trace: dict[str, Any]) -> str:
              "margin:8px 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left}"
              "tr.culprit{background:#fde2e2}code{font-size:12px}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>runtime_checks timeline</title>"
-            f"<style>{style}</style></head><body>{head}<p>{len(slices)} collectives on {len(ranks)} ranks "
-            f"(hover a bar for its op, shapes and line)</p>{''.join(parts)}</body></html>\n")
+            f"<style>{style}</style></head><body>{head}<p>{collectives} collectives on {ranks} ranks "
+            f"(hover a bar for its op, shapes and line)</p>{svg}</body></html>\n")
 
 
 def _site(site: dict | None) -> str:

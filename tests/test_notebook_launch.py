@@ -54,6 +54,9 @@ print(json.dumps({"kind": report.kind, "code": report.exit_code, "ok": report.ok
     assert (result["kind"], result["code"], result["ok"]) == ("divergence", 10, False), proc.stderr
     assert result["rows"] == [[0, "accelerator.wait_for_everyone", 11], [1, "accelerator.gather", 12]]
     assert "<table>" in result["html"] and "<td>accelerator.gather</td>" in result["html"]
+    # the same timeline as `python -m runtime_checks view`, inline: a row per rank, a bar per collective
+    assert "<svg" in result["html"] and "rank 0" in result["html"] and "rank 1" in result["html"]
+    assert "accelerator.gather(float32[2])" in result["html"] and os.path.exists(tmp_path / "runtime_checks_report.trace.json")
     assert "| 0 | in collective | accelerator.wait_for_everyone | kernel.py:11 |" in result["md"]
     assert result["text"].startswith("[runtime_checks] DIVERGENCE at collective #2")
     assert os.path.exists(tmp_path / "runtime_checks_report.json")
