@@ -111,6 +111,7 @@ class Guard:
         # collectives on CUDA tensors whose CPU call returned but whose GPU work may still be
         # queued (NCCL is asynchronous): (seq, cuda event recorded after the call), in order
         self._on_device: list[tuple[int, Any]] = []
+        self.ring = _open_ring(rank)
 
     # -- recording -------------------------------------------------------------------------
     # Events are buffered and sent in batches by the watchdog thread (every FLUSH_S): a store
@@ -120,10 +121,15 @@ class Guard:
         if kind not in (P.ENTER,):
             fields.setdefault("prev_left", self.take_leave())
         fields.update(kind=kind, rank=self.rank, t=time.time())
+        if self.ring is not None and kind not in (P.FINISH, P.EXCEPTION):
+            self.ring.record(fields)  # survives the process: read by the watcher after a native crash
         with self._buffer_lock:
             self._buffer.append(fields)
         if kind in (P.START, P.FINISH, P.EXCEPTION):
             self.flush(self.store)
+        if kind in (P.FINISH, P.EXCEPTION) and self.ring is not None:
+            ring, self.ring = self.ring, None  # its events reached the store: the ring has done its job
+            ring.remove()
 
     def flush(self, store) -> None:
         with self._buffer_lock:
@@ -141,6 +147,8 @@ class Guard:
     def left(self, seq: int) -> None:
         with self._leave_lock:
             self._pending_leave = (seq, time.time())
+            if self.ring is not None:
+                self.ring.record({"kind": P.LEAVE, "rank": self.rank, "seq": seq, "t": self._pending_leave[1]})
 
     def take_leave(self) -> float | None:
         pending = self.take_leave_record()
@@ -204,9 +212,12 @@ class Guard:
                 payload = args[1:] if method else args
                 tensors = list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"] if fingerprint_args else []
                 prev = guard.take_leave_record()
+                extra = {}
+                if op_kind == C.BROADCAST_OBJ and payload and isinstance(payload[0], (list, tuple)):
+                    extra["length"] = len(payload[0])  # the receivers' list length must match the sender's
                 guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(),
                            prev_left=prev[1] if prev else None, prev_left_seq=prev[0] if prev else None,
-                           args=describe(tensors), on_device=_on_cuda(tensors))
+                           args=describe(tensors), on_device=_on_cuda(tensors), **extra)
                 result = fn(*args, **kwargs)
                 event = _completion_event(tensors)
                 if event is None:
@@ -379,6 +390,19 @@ def _completion_event(tensors: Any):
     event = torch.cuda.Event()
     event.record()
     return event
+
+
+def _open_ring(rank: int):
+    """This rank's shared-memory ring, when a store address says where (``None`` otherwise)."""
+    address = os.environ.get(P.ENV_STORE)
+    if not address:
+        return None
+    from .ring import Ring, ring_dir, ring_path
+
+    try:
+        return Ring(ring_path(ring_dir(address), rank))
+    except OSError:
+        return None
 
 
 def _distributed() -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import threading
 import time
@@ -17,6 +18,7 @@ from datetime import timedelta
 
 from . import protocol as P
 from .report import Finding, render_text, write_json
+from .ring import ring_dir
 from .watch import POLL_S, Watcher, stop_processes
 
 
@@ -51,6 +53,7 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
 
     watcher = Watcher(store, nproc, timeout)
+    watcher.ring_dir = ring_dir(os.environ[P.ENV_STORE])
     watch = _WatchThread(watcher, report, trace)
     watch.start()
     args = torchrun.parse_args([
@@ -65,6 +68,14 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
     watch.stop()
     watcher.drain()
     watcher.settle = 0.0  # every rank has ended: decide on what arrived
+    try:
+        return _conclude(watcher, watch, failures, report, trace)
+    finally:
+        shutil.rmtree(watcher.ring_dir, ignore_errors=True)
+
+
+def _conclude(watcher: Watcher, watch: _WatchThread, failures: dict[int, int], report: str | None,
+              trace: str | None) -> int:
     finding = watch.finding
     if finding is None:
         finding = watcher.check() if failures else watcher.check_at_end()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -102,6 +103,9 @@ def notebook_launch(fn: Callable[..., Any], args: tuple = (), num_processes: int
                "WORLD_SIZE": str(num_processes), "LOCAL_WORLD_SIZE": str(num_processes)}
     prepare_environment(environ, torch.cuda.is_available())
     watcher = Watcher(store, num_processes, timeout)
+    from .ring import ring_dir
+
+    watcher.ring_dir = ring_dir(environ[P.ENV_STORE])
     watch = _WatchThread(watcher, report)
     watch.start()
     pids: list[int] = []
@@ -127,6 +131,7 @@ def notebook_launch(fn: Callable[..., Any], args: tuple = (), num_processes: int
             watch.conclude(finding, stop_ranks=False)
     if finding is None and report:
         write_json(None, report, watcher)
+    shutil.rmtree(watcher.ring_dir, ignore_errors=True)
     from .trace import chrome_trace
     from .view import timeline_svg
 

@@ -54,6 +54,9 @@ def _store(rank: int, world_size: int):
 
     timeout = float(os.environ[P.ENV_TIMEOUT]) if os.environ.get(P.ENV_TIMEOUT) else None
     watcher = InRankWatcher(store.clone(), world_size, timeout, os.environ.get(P.ENV_REPORT))
+    from .ring import ring_dir
+
+    watcher.watcher.ring_dir = ring_dir(os.environ[P.ENV_STORE])  # the ranks of this host
     watcher.start()
     return store, watcher
 

@@ -17,7 +17,7 @@ from typing import Any
 from accel_lint import collectives as C
 
 from . import protocol as P
-from .report import Finding, describe_site, render_text, write_json
+from .report import Finding, _args_text, describe_site, render_text, write_json
 
 POLL_S = 0.05
 SETTLE_S = 0.25  # ranks send events in batches every 0.05 s: wait this long before describing a crash
@@ -92,6 +92,8 @@ class Watcher:
         self._unchecked: set[int] = set()  # sequence numbers some rank reached and not every rank has
         self.settle = SETTLE_S  # 0 once every rank has ended: no event is still on its way
         self._gaps: list[float] = []
+        # where the ranks' shared-memory rings are (same host only): read after a rank dies
+        self.ring_dir: str | None = None
 
     # -- input ------------------------------------------------------------------------------
     def drain(self) -> None:
@@ -117,6 +119,8 @@ class Watcher:
         elif kind == P.ENTER:
             record = {"seq": e["seq"], "op": e["op"], "op_kind": e["op_kind"], "site": e["site"], "args": e["args"],
                       "entered": e["t"], "on_device": bool(e.get("on_device"))}
+            if "length" in e:
+                record["length"] = e["length"]
             previous = r.collectives.get(e["seq"] - 1)
             if previous is not None:
                 self._gaps.append(e["t"] - previous["entered"])
@@ -156,7 +160,22 @@ class Watcher:
         for r in self.ranks.values():
             if r.pid and not (r.finished or r.exception or r.died) and not process_alive(r.pid):
                 r.died, r.died_at = True, time.time()
+                self.recover_from_ring(r)
                 self.settle_dead(r)
+
+    def recover_from_ring(self, dead: RankState) -> None:
+        """The events a dead rank wrote to its ring and never sent (the batch a native crash
+        cut off): the collective it died in, with its shapes and line."""
+        if self.ring_dir is None:
+            return
+        from .ring import read_ring, ring_path
+
+        for event in read_ring(ring_path(self.ring_dir, dead.rank)):
+            kind = event.get("kind")
+            if kind == P.ENTER and event.get("seq") not in dead.collectives:
+                self._apply(event)
+            elif kind == P.LEAVE and event.get("seq") in dead.in_flight:
+                dead.complete(event["seq"], event["t"])
 
     def settle_dead(self, dead: RankState) -> None:
         """A dead rank cannot send the LEAVE it still owed. A collective that another rank has
@@ -173,6 +192,7 @@ class Watcher:
         """One look at every rank; the first anomaly found, if any."""
         if self.finding is not None:
             return self.finding
+        self.note_deaths()  # a dead rank's ring may hold the collective it died in: read it first
         # earliest anomaly first: a mismatch at collective #k precedes the exceptions it causes
         # a rank that left early makes its peers raise "connection reset": blame the leaver
         for find in (self._not_distributed, self._mismatch, self._left_early, self._exception, self._death,
@@ -284,15 +304,21 @@ class Watcher:
         blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
                             for x in waiting) or "no peer was inside a collective yet"
         last = first.last_completed()
+        inside = first.current  # from its ring when the crash cut off its last batch
+        if inside is not None:
+            shapes = _args_text(inside.get("args")) or (f"a list of {inside['length']}" if "length" in inside else "")
+            where = f"inside `{inside['op']}({shapes})` at {describe_site(inside['site'])} (collective #{inside['seq']})"
+        else:
+            where = f"after {first.count} collectives" + (
+                f", the last `{last['op']}` at {describe_site(last['site'])}" if last else "")
         return Finding(
             kind="rank_died",
-            title=f"rank {first.rank} (pid {first.pid}) died without an exception",
-            seq=first.count,
+            title=f"rank {first.rank} (pid {first.pid}) died without an exception"
+                  + (f" inside `{inside['op']}`" if inside is not None else ""),
+            seq=inside["seq"] if inside is not None else first.count,
             rows=[self._row(x) for x in self.ranks.values()],
             culprit=first.rank,
-            why=f"rank {first.rank} exited abruptly (killed, os._exit, or a crash in native code) after "
-                f"{first.count} collectives"
-                + (f", the last `{last['op']}` at {describe_site(last['site'])}" if last else "") + f"; {blocked}",
+            why=f"rank {first.rank} exited abruptly (killed, os._exit, or a crash in native code) {where}; {blocked}",
             hint="look for the OOM killer (dmesg), os._exit/sys.exit on one rank, or a native crash",
         )
 
@@ -306,6 +332,9 @@ class Watcher:
                 return self._divergence(seq, present)
             kind = kinds.pop()
             ops = {r.collectives[seq]["op"] for r in present}
+            lengths = {r.collectives[seq].get("length") for r in present}
+            if kind == C.BROADCAST_OBJ and len(lengths) > 1:
+                return self._length_mismatch(seq, present)
             if kind in SHAPE_CHECKED and not ops & SHAPE_FREE_OPS:
                 shapes = {repr(_tensors(r.collectives[seq]["args"])) for r in present}
                 if len(shapes) > 1:
@@ -326,6 +355,25 @@ class Watcher:
                 self._checked.add(seq)
                 self._unchecked.discard(seq)
         return None
+
+    def _length_mismatch(self, seq: int, present: list[RankState]) -> Finding:
+        op = present[0].collectives[seq]["op"]
+        lengths = ", ".join(f"rank {r.rank}: {r.collectives[seq].get('length')} at "
+                            f"{describe_site(r.collectives[seq]['site'])}" for r in present)
+        died = [r.rank for r in present if r.died]
+        return Finding(
+            kind="shape_mismatch",
+            title=f"`{op}` with object lists of different lengths across ranks",
+            seq=seq,
+            rows=[self._row(x, seq) for x in self.ranks.values()],
+            culprit=None,
+            why=f"every rank must pass a list of the same length (the receivers' length is how many objects "
+                f"they expect); lengths: {lengths}"
+                + (f"; rank{'s' if len(died) > 1 else ''} {', '.join(map(str, died))} then died inside it "
+                   f"(gloo aborts the process on the size mismatch)" if died else ""),
+            hint="give every rank a list of the same length (e.g. `[None] * n` on the receivers)",
+            detected_after=time.time() - min(r.collectives[seq]["entered"] for r in present),
+        )
 
     def _divergence(self, seq: int, present: list[RankState]) -> Finding:
         ops = {r.rank: r.collectives[seq] for r in present}
@@ -574,6 +622,10 @@ class InRankWatcher(threading.Thread):
         render_text(finding, path)
         write_json(finding, path, self.watcher, os.environ.get(P.ENV_TRACE) or None)
         self.exit_code = P.EXIT_CODES[finding.kind]
+        if self.watcher.ring_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.watcher.ring_dir, ignore_errors=True)
         try:
             self.watcher.store.set(P.ABORT, str(self.exit_code))
         except Exception:
@@ -593,6 +645,10 @@ class InRankWatcher(threading.Thread):
             time.sleep(POLL_S)
         self._stop.set()
         w.drain()
+        if w.ring_dir is not None and all(r.finished for r in w.ranks.values()):
+            import shutil
+
+            shutil.rmtree(w.ring_dir, ignore_errors=True)
         w.settle = 0.0  # the other ranks have ended (or the wait is over): decide on what arrived
         finding = w.check_at_end() if all(r.finished for r in w.ranks.values()) else w.check()
         if finding is not None:

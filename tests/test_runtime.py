@@ -254,3 +254,41 @@ def test_an_implicit_ddp_collective_against_an_explicit_one_is_a_divergence(dist
 def test_ddp_code_that_does_not_communicate_unevenly_stays_silent(distributed_run, script):
     result = distributed_run(RUNTIME / script, timeout=20)
     assert result.exit_code == 0, result.stderr
+
+
+# -- a rank that dies in native code still tells what it was doing -------------------------------
+
+def _verdict(result) -> tuple:
+    rows = tuple((r["rank"], r.get("op"), site(r)) for r in result.finding["rows"]) if result.finding else ()
+    return result.kind, result.finding["culprit"] if result.finding else None, rows
+
+
+@pytest.fixture
+def busy_cores():
+    """Both cores kept busy by processes this test starts (and kills, by PID)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    yield
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
+
+
+@pytest.mark.parametrize("script,expected", [
+    ("native_abort.py", ("shape_mismatch", None, ((0, "accelerate.utils.broadcast_object_list", ("native_abort.py", 9)),
+                                                  (1, "accelerate.utils.broadcast_object_list", ("native_abort.py", 9))))),
+    ("native_segfault.py", ("rank_died", 0, ((0, "accelerate.utils.broadcast_object_list", ("native_segfault.py", 19)),
+                                             (1, "accelerate.utils.broadcast_object_list", ("native_segfault.py", 19))))),
+])
+def test_a_native_crash_inside_a_collective_gets_the_same_verdict_every_time_under_load(
+        distributed_run, busy_cores, script, expected):
+    """gloo's SIGABRT on a size mismatch and a SIGSEGV kill the rank before its last batch of
+    events is sent; its shared-memory ring still holds the collective it died in."""
+    verdicts = [_verdict(distributed_run(RUNTIME / script, timeout=30)) for _ in range(10)]
+    assert verdicts == [expected] * 10
+    last = distributed_run(RUNTIME / script, timeout=30)
+    if script == "native_abort.py":
+        assert "rank 0: 2 at" in last.finding["why"] and "rank 1: 1 at" in last.finding["why"]
+        assert "rank 1 then died inside it" in last.finding["why"]
+    else:
+        assert "inside `accelerate.utils.broadcast_object_list(a list of 1)`" in last.finding["why"]
+    assert last.leftover_pids == []

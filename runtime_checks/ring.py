@@ -1,0 +1,100 @@
+"""Each rank's last fingerprints in a file-backed shared-memory ring, so that they outlive it.
+
+Events reach the watcher in 50 ms batches through the store. A rank that gloo aborts
+(``SIGABRT``), that segfaults, or that the OOM killer takes never sends its last batch, and the
+verdict then lacked the very collective the rank died in. So every rank also writes each
+event, synchronously and without any round trip, into a ring of fixed-size slots in a
+``MAP_SHARED`` mapping of ``<dir>/rank<N>.ring`` (``/dev/shm`` where it exists): the kernel
+keeps the pages when the process dies, and the watcher on the same host reads them after it
+sees the death.
+
+Layout: a 16-byte header (magic ``RCR1``, slot count, events written so far), then the slots,
+each a 4-byte length and the event as compact JSON (truncated events are dropped by the reader).
+The counter is written after the slot, so a reader never takes a half-written slot for a
+complete one.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import tempfile
+from typing import Any
+
+MAGIC = b"RCR1"
+SLOTS = 64
+SLOT_BYTES = 2048
+_HEADER = struct.Struct("<4sIQ")
+_LENGTH = struct.Struct("<I")
+
+
+def ring_dir(store_address: str) -> str:
+    """The folder every rank and the watcher agree on: per store, in shared memory if possible."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    return os.path.join(base, f"runtime_checks-{os.getuid()}-{store_address.replace(':', '-')}")
+
+
+def ring_path(folder: str, rank: int) -> str:
+    return os.path.join(folder, f"rank{rank}.ring")
+
+
+class Ring:
+    """The writer, one per rank."""
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.path = path
+        size = _HEADER.size + SLOTS * SLOT_BYTES
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self._count = 0
+        self._map[: _HEADER.size] = _HEADER.pack(MAGIC, SLOTS, 0)
+
+    def remove(self) -> None:
+        """The rank ended normally: nothing to recover, leave nothing behind."""
+        try:
+            self._map.close()
+            os.unlink(self.path)
+            os.rmdir(os.path.dirname(self.path))  # the last rank to go removes the folder
+        except OSError:
+            pass
+
+    def record(self, event: dict[str, Any]) -> None:
+        data = json.dumps(event, separators=(",", ":"), default=str).encode("utf-8")
+        if len(data) > SLOT_BYTES - _LENGTH.size:
+            event = {k: v for k, v in event.items() if k not in ("args", "traceback")}
+            event["args"] = "(too large for the ring)"
+            data = json.dumps(event, separators=(",", ":"), default=str).encode("utf-8")[: SLOT_BYTES - _LENGTH.size]
+        start = _HEADER.size + (self._count % SLOTS) * SLOT_BYTES
+        self._map[start: start + _LENGTH.size + len(data)] = _LENGTH.pack(len(data)) + data
+        self._count += 1
+        self._map[8:16] = struct.pack("<Q", self._count)
+
+
+def read_ring(path: str) -> list[dict[str, Any]]:
+    """The events still in a rank's ring, oldest first (empty when there is none)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    if len(raw) < _HEADER.size:
+        return []
+    magic, slots, count = _HEADER.unpack_from(raw)
+    if magic != MAGIC:
+        return []
+    events = []
+    for index in range(max(0, count - slots), count):
+        start = _HEADER.size + (index % slots) * SLOT_BYTES
+        (length,) = _LENGTH.unpack_from(raw, start)
+        try:
+            events.append(json.loads(raw[start + _LENGTH.size: start + _LENGTH.size + length]))
+        except ValueError:
+            continue
+    return events
