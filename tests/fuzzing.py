@@ -151,34 +151,30 @@ def _reorder(source: str, rng: random.Random) -> str:
     return _edit_block(source, rng, edit)
 
 
-def _guard(source: str, rng: random.Random) -> str:
+def _wrap_run(source: str, rng: random.Random, most: int, wrapper) -> str:
+    """Replace a random run of up to ``most`` statements of a block with ``wrapper(run)``
+    (a list of statements)."""
     def edit(body, rng):
-        i = rng.randrange(len(body))
-        start, end = i, min(len(body), i + rng.randint(1, 3))
-        inner = [s.with_changes(leading_lines=[]) if hasattr(s, "leading_lines") else s for s in body[start:end]]
-        guarded = cst.If(test=cst.parse_expression(rng.choice(GUARDS)), body=cst.IndentedBlock(body=inner))
-        return body[:start] + [guarded] + body[end:]
+        start = rng.randrange(len(body))
+        end = min(len(body), start + rng.randint(1, most))
+        run = [s.with_changes(leading_lines=[]) if hasattr(s, "leading_lines") else s for s in body[start:end]]
+        return body[:start] + wrapper(cst.IndentedBlock(body=run), rng) + body[end:]
     return _edit_block(source, rng, edit)
+
+
+def _guard(source: str, rng: random.Random) -> str:
+    return _wrap_run(source, rng, 3, lambda block, rng: [
+        cst.If(test=cst.parse_expression(rng.choice(GUARDS)), body=block)])
 
 
 def _wrap_in_function(source: str, rng: random.Random) -> str:
-    def edit(body, rng):
-        i = rng.randrange(len(body))
-        end = min(len(body), i + rng.randint(1, 4))
-        inner = [s.with_changes(leading_lines=[]) if hasattr(s, "leading_lines") else s for s in body[i:end]]
-        fn = cst.FunctionDef(name=cst.Name("_fuzzed"), params=cst.Parameters(), body=cst.IndentedBlock(body=inner))
-        call = cst.SimpleStatementLine([cst.Expr(cst.parse_expression("_fuzzed()"))])
-        return body[:i] + [fn, call] + body[end:]
-    return _edit_block(source, rng, edit)
+    return _wrap_run(source, rng, 4, lambda block, rng: [
+        cst.FunctionDef(name=cst.Name("_fuzzed"), params=cst.Parameters(), body=block),
+        cst.SimpleStatementLine([cst.Expr(cst.parse_expression("_fuzzed()"))])])
 
 
 def _wrap_in_class(source: str, rng: random.Random) -> str:
-    def edit(body, rng):
-        i = rng.randrange(len(body))
-        end = min(len(body), i + rng.randint(1, 3))
-        inner = [s.with_changes(leading_lines=[]) if hasattr(s, "leading_lines") else s for s in body[i:end]]
-        return body[:i] + [cst.ClassDef(name=cst.Name("_Fuzzed"), body=cst.IndentedBlock(body=inner))] + body[end:]
-    return _edit_block(source, rng, edit)
+    return _wrap_run(source, rng, 3, lambda block, rng: [cst.ClassDef(name=cst.Name("_Fuzzed"), body=block)])
 
 
 def _syntax_error(source: str, rng: random.Random) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from .index import ScopeNode
-from .names import dotted_name
+from .names import bound_names, dotted_name
 
 # Calls that compute a value from their arguments and touch nothing else (no I/O, no state).
 PURE_CALLS = frozenset({
@@ -148,8 +148,7 @@ def writes_of(model, node: cst.CSTNode, imports: set[str]) -> set[str]:
         elif kind is cst.Del:
             written |= _heads(n.target)
         elif kind is cst.ImportAlias:
-            written.add((n.asname.name.value if n.asname and type(n.asname.name) is cst.Name
-                         else (dotted_name(n.name) or "").split(".")[0]))
+            written.add(_alias_name(n))
         elif kind is cst.Call and type(n.func) is cst.Attribute:
             head = _head(n.func.value)
             if head is not None and head not in imports:
@@ -206,9 +205,15 @@ def _imported_names(model) -> set[str]:
     names: set[str] = set()
     for n in model.index.walk(model.module):
         if type(n) is cst.ImportAlias:
-            names.add(n.asname.name.value if n.asname and type(n.asname.name) is cst.Name
-                      else (dotted_name(n.name) or "").split(".")[0])
+            names.add(_alias_name(n))
     return names
+
+
+def _alias_name(alias: cst.ImportAlias) -> str:
+    """The name an import binds: ``np`` for ``import numpy as np``, ``os`` for ``import os.path``."""
+    if alias.asname is not None and type(alias.asname.name) is cst.Name:
+        return alias.asname.name.value
+    return (dotted_name(alias.name) or "").split(".")[0]
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -258,11 +263,7 @@ def scope_bindings(model, scope: ScopeNode) -> dict[str, list[cst.CSTNode | None
 
 def _plain_names(target: cst.CSTNode) -> set[str]:
     """Names a target binds (``a``, each of ``a, *b``); ``a.b`` and ``a[i]`` bind none."""
-    if type(target) in (cst.Tuple, cst.List):
-        return set().union(*(_plain_names(e.value) for e in target.elements)) if target.elements else set()
-    if type(target) is cst.StarredElement:
-        return _plain_names(target.value)
-    return {target.value} if type(target) is cst.Name else set()
+    return {name for name in bound_names(target) if "." not in name}
 
 
 def _binding_sites(model, scope: ScopeNode, name: str) -> list:
