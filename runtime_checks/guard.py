@@ -291,6 +291,21 @@ class Guard:
 
         self._patch(PartialState, "__init__", init)
         self._install_ddp()
+        self._install_loader()
+
+    def _install_loader(self) -> None:
+        """``loader.iter.rng_sync``: a prepared DataLoader broadcasts rank 0's RNG state each
+        time it is iterated (``DataLoaderShard.__iter__`` / the dispatcher's, when ``rng_types``
+        is set) through ``synchronize_rng_states``; recorded at the ``for`` line, as one op
+        (the ``torch.distributed.broadcast`` inside is part of it)."""
+        try:
+            import accelerate.data_loader as data_loader
+        except ImportError:
+            return
+        original = getattr(data_loader, "synchronize_rng_states", None)
+        if original is not None:
+            self._patch(data_loader, "synchronize_rng_states",
+                        self.wrap(original, "loader.iter.rng_sync", C.BROADCAST, method=False, fingerprint_args=False))
 
     def _install_ddp(self) -> None:
         """The collectives DDP makes on the user's behalf, recorded where they really

@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from . import protocol as P
 from .report import Finding, render_text, write_json
-from .ring import ring_dir
+from .ring import ring_dir, sweep_stale
 from .watch import POLL_S, Watcher, stop_processes
 
 
@@ -53,6 +53,7 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
 
     watcher = Watcher(store, nproc, timeout)
+    sweep_stale()
     watcher.ring_dir = ring_dir(os.environ[P.ENV_STORE])
     watch = _WatchThread(watcher, report, trace)
     watch.start()

@@ -8,7 +8,8 @@ event, synchronously and without any round trip, into a ring of fixed-size slots
 keeps the pages when the process dies, and the watcher on the same host reads them after it
 sees the death.
 
-Layout: a 16-byte header (magic ``RCR1``, slot count, events written so far), then the slots,
+Layout: a 20-byte header (magic ``RCR1``, slot count, events written so far, the writer's pid),
+then the slots,
 each a 4-byte length and the event as compact JSON (truncated events are dropped by the reader).
 The counter is written after the slot, so a reader never takes a half-written slot for a
 complete one.
@@ -26,7 +27,7 @@ from typing import Any
 MAGIC = b"RCR1"
 SLOTS = 64
 SLOT_BYTES = 2048
-_HEADER = struct.Struct("<4sIQ")
+_HEADER = struct.Struct("<4sIQI")  # magic, slots, events written, the writer's pid
 _LENGTH = struct.Struct("<I")
 
 
@@ -38,6 +39,43 @@ def ring_dir(store_address: str) -> str:
 
 def ring_path(folder: str, rank: int) -> str:
     return os.path.join(folder, f"rank{rank}.ring")
+
+
+def sweep_stale(min_age_s: float = 60.0) -> None:
+    """Remove the ring folders of runs whose watcher could not clean up (a launcher killed with
+    SIGKILL): every writer gone, nothing written for a minute."""
+    import glob
+    import shutil
+    import time
+
+    base = os.path.dirname(ring_dir("x:0"))
+    for folder in glob.glob(os.path.join(base, f"runtime_checks-{os.getuid()}-*")):
+        try:
+            if time.time() - os.path.getmtime(folder) < min_age_s:
+                continue
+            rings = glob.glob(os.path.join(folder, "rank*.ring"))
+            if any(_writer_alive(path) for path in rings):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _writer_alive(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            magic, _, _, pid = _HEADER.unpack(f.read(_HEADER.size))
+    except (OSError, struct.error):
+        return False
+    if magic != MAGIC or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Ring:
@@ -54,7 +92,7 @@ class Ring:
         finally:
             os.close(fd)
         self._count = 0
-        self._map[: _HEADER.size] = _HEADER.pack(MAGIC, SLOTS, 0)
+        self._map[: _HEADER.size] = _HEADER.pack(MAGIC, SLOTS, 0, os.getpid())
 
     def remove(self) -> None:
         """The rank ended normally: nothing to recover, leave nothing behind."""
@@ -86,7 +124,7 @@ def read_ring(path: str) -> list[dict[str, Any]]:
         return []
     if len(raw) < _HEADER.size:
         return []
-    magic, slots, count = _HEADER.unpack_from(raw)
+    magic, slots, count, _ = _HEADER.unpack_from(raw)
     if magic != MAGIC:
         return []
     events = []

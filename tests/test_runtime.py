@@ -59,7 +59,7 @@ def test_divergence_names_both_ranks_lines_and_the_branch(distributed_run):
 def test_implicit_collective_of_a_shuffled_loader_is_seen(distributed_run):
     result = distributed_run(RUNTIME / "loader_on_main.py", timeout=20)
     assert (result.exit_code, result.kind) == (10, "divergence")
-    assert (result.row(0)["op"], site(result.row(0))) == ("torch.distributed.broadcast", ("loader_on_main.py", 10))
+    assert (result.row(0)["op"], site(result.row(0))) == ("loader.iter.rng_sync", ("loader_on_main.py", 10))
     assert (result.row(1)["op"], site(result.row(1))) == ("accelerator.wait_for_everyone", ("loader_on_main.py", 12))
 
 
@@ -292,3 +292,24 @@ def test_a_native_crash_inside_a_collective_gets_the_same_verdict_every_time_und
     else:
         assert "inside `accelerate.utils.broadcast_object_list(a list of 1)`" in last.finding["why"]
     assert last.leftover_pids == []
+
+
+def test_the_ring_keeps_the_last_events_and_stale_rings_are_swept(tmp_path, monkeypatch):
+    import runtime_checks.ring as ring
+
+    monkeypatch.setattr(ring, "ring_dir", lambda address: str(tmp_path / f"runtime_checks-{os.getuid()}-{address}"))
+    path = ring.ring_path(ring.ring_dir("h-1"), 0)
+    writer = ring.Ring(path)
+    for seq in range(ring.SLOTS + 5):
+        writer.record({"kind": "enter", "seq": seq, "args": "x" * (3000 if seq == 7 else 1)})
+    events = ring.read_ring(path)
+    assert [e["seq"] for e in events] == list(range(5, ring.SLOTS + 5))  # the last SLOTS, oldest first
+    ring.sweep_stale(min_age_s=0)
+    assert os.path.exists(path)  # its writer (this process) is alive
+    dead = ring.ring_path(ring.ring_dir("h-2"), 0)
+    ring.Ring(dead)
+    with open(dead, "r+b") as f:  # a writer that is gone
+        f.seek(16)
+        f.write((2**31 - 2).to_bytes(4, "little"))
+    ring.sweep_stale(min_age_s=0)
+    assert not os.path.exists(os.path.dirname(dead)) and os.path.exists(path)
