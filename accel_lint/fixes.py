@@ -128,7 +128,10 @@ class _Rounds:
 
     def run(self, first: LintResult, text: str) -> None:
         self.text, self.result = text, first
-        for _ in range(MAX_ROUNDS):
+        applied_rounds = 0
+        # only rounds that change the file count: a round that only drops fixes makes progress
+        # (the dropped ones are not tried again), so it cannot go on for ever
+        while applied_rounds < MAX_ROUNDS:
             wanted = self._wanted()
             if not wanted:
                 return
@@ -144,6 +147,7 @@ class _Rounds:
                     return
                 self.result = self.lint(self.text)
                 continue
+            applied_rounds += 1
             self.text, self.result = new_text, new_result
             self.applied.extend(applied)
             if new_result.module is None:  # cannot happen after verification; never write a broken file
@@ -158,8 +162,8 @@ class _Rounds:
             if f.applicability != "safe" and not self.unsafe:
                 continue
             if _identity(d) in self.rejected:
-                why = self.rejected.pop(_identity(d))
-                if why:  # said once
+                why = self.rejected[_identity(d)]
+                if why:  # carried over from an earlier attempt: said once, then kept as rejected
                     self._reject(d, why)
                 continue
             if f.refusal is not None:

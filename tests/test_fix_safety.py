@@ -191,3 +191,19 @@ def test_a_guard_wrap_is_not_offered_inside_the_same_guard():
     call = next(c for c in model.index.calls if model.code(c.func) == "wandb.log")
     assert guard_statement_fix(model, call, "accelerator", "is_main_process", "unsafe") is None
     assert guard_statement_fix(model, call, "accelerator", "sync_gradients", "unsafe") is not None
+
+
+def test_many_findings_sharing_one_dropped_fix_do_not_exhaust_the_rounds():
+    """Found on sd-scripts: a helper with many writes, called unguarded, gives one AL401 finding
+    per write, all fixed by wrapping the same call, which would gate the helper's save_state
+    (a new AL302). One is tried per round (they overlap) and each is dropped: those rounds
+    change nothing and must not count toward the limit ("did not converge")."""
+    writes = "".join(f"    torch.save(state, 'part{i}.pt')\n" for i in range(14))
+    source = ("import torch\nfrom accelerate import Accelerator\n\n\n"
+              f"def save_everything(accelerator, state, path):\n{writes}    accelerator.save_state(path)\n\n\n"
+              "def main():\n    accelerator = Accelerator()\n    save_everything(accelerator, {}, 'out')\n")
+    outcome = fix_source(source.encode(), "train.py", Config(), True)
+    messages = notices(outcome)
+    assert "converge" not in messages, messages
+    assert outcome.fixed == source
+    assert messages.count("AL401 fix not applied: it would introduce a new AL302 finding") == 14
