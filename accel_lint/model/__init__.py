@@ -33,6 +33,7 @@ import libcst as cst
 
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
+from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
 from .objects import ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
@@ -490,8 +491,6 @@ class FileModel:
         """``node`` sits in a branch of an ``if`` on a rank predicate in its function, whether
         or not any rank class reaches it (``if is_main: if not is_local_main: ...`` runs on
         none, and the op walk records no guard there)."""
-        from .moves import rank_branch_of
-
         return self.rank_guard_of(node) is not None or rank_branch_of(self, node) is not None
 
     def runs_only_where(self, node: cst.CSTNode, test: cst.BaseExpression) -> bool:

@@ -202,10 +202,15 @@ def _comprehension_targets(model, node: cst.CSTNode) -> list[cst.Name]:
 
 
 def _imported_names(model) -> set[str]:
+    """Every name an import binds in the file (computed once per file: one walk of the module)."""
+    cached = model.__dict__.get("_imported_names")
+    if cached is not None:
+        return cached
     names: set[str] = set()
     for n in model.index.walk(model.module):
         if type(n) is cst.ImportAlias:
             names.add(_alias_name(n))
+    model.__dict__["_imported_names"] = names
     return names
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel
-from .base import Finding, Fix, Rule, guard_statement_fix, quote
+from .base import Finding, Fix, Rule, guard_statement_fix, quote, wrap_in_guard
 
 _TEMP_HINTS = ("tempfile", "mkdtemp", "TemporaryDirectory", "NamedTemporaryFile", "devnull")
 
@@ -159,8 +159,5 @@ def _guard(model: FileModel, write: cst.Call, site: cst.Call | None) -> Fix | No
     # `with open(path, "w") as f:` -- the whole `with` statement
     statement = model.statement_of(write)
     if type(statement) is cst.With and any(item.item is write for item in statement.items):
-        guarded = cst.If(test=cst.parse_expression(f"{acc}.is_main_process"),
-                         body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
-                         leading_lines=statement.leading_lines)
-        return Fix("unsafe", f"guard with `if {acc}.is_main_process:`", ((statement, guarded),))
+        return wrap_in_guard(statement, acc, "is_main_process", "unsafe")
     return None

@@ -113,6 +113,11 @@ def guard_statement_fix(model: FileModel, call: cst.Call, acc: str | None, condi
     parent = model.index.parents.get(block) if block is not None else None
     if type(parent) is cst.If and model.code(parent.test) == f"{acc}.{condition}":
         return None  # already guarded by this very test: wrapping again would never end
+    return wrap_in_guard(statement, acc, condition, applicability)
+
+
+def wrap_in_guard(statement: cst.BaseStatement, acc: str, condition: str, applicability: str) -> Fix:
+    """The fix that puts ``statement`` (with its comments above it) under ``if {acc}.{condition}:``."""
     guarded = cst.If(test=cst.parse_expression(f"{acc}.{condition}"),
                      body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
                      leading_lines=statement.leading_lines)
