@@ -18,6 +18,7 @@ import os
 import runpy
 import sys
 import threading
+import time
 import traceback
 from datetime import timedelta
 
@@ -59,6 +60,23 @@ def _store(rank: int, world_size: int):
     watcher.watcher.ring_dir = ring_dir(os.environ[P.ENV_STORE])  # the ranks of this host
     watcher.start()
     return store, watcher
+
+
+def _await_verdict(store, wait: float = 10.0) -> None:
+    """A rank that raised, in in-rank mode: torchrun and ``accelerate launch`` stop every rank
+    (rank 0's watcher too) as soon as one exits, so the verdict would never be written. Stay
+    until rank 0's watcher has concluded; its abort key then ends this rank with the finding's
+    code (the watchdog thread exits on it, and so does this loop)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            if store.check([P.ABORT]):
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(int(store.get(P.ABORT)))
+        except Exception:  # noqa: BLE001 - the store went away with rank 0: nothing left to wait for
+            return
+        time.sleep(0.05)
 
 
 def run_guarded(guard, body) -> int:
@@ -103,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     from .guard import Guard, Watchdog, die_with_parent
 
     die_with_parent()
+    under_our_launcher = bool(os.environ.get(P.ENV_STORE))
     store, watcher = _store(rank, world_size)
     guard = Guard(store, rank, world_size)
     guard.install()
@@ -119,6 +138,8 @@ def main(argv: list[str] | None = None) -> None:
             runpy.run_path(target, run_name="__main__")
 
     code = run_guarded(guard, body)
+    if code and watcher is None and not under_our_launcher:
+        _await_verdict(store)
     if watcher is not None:
         final = watcher.finish()
         if final:

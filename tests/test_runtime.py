@@ -209,6 +209,24 @@ def test_in_rank_guard_under_a_two_node_torchrun(tmp_path, script, kind):
     assert _wait_gone(script, 10) == []
 
 
+def test_in_rank_guard_reports_an_exception_before_torchrun_stops_rank_0(tmp_path):
+    """torchrun stops every rank as soon as one exits: the rank that raised stays until rank 0's
+    watcher has written the verdict, then exits with the finding's code."""
+    report = str(tmp_path / "report.json")
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "RUNTIME_CHECKS_REPORT": report,
+           "RUNTIME_CHECKS_TIMEOUT": "20"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+         "-m", "runtime_checks.rank", str(RUNTIME / "rank_exception.py")],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0
+    finding = json.load(open(report))["findings"][0]
+    assert finding["kind"] == "rank_exception" and finding["culprit"] == 1
+    assert "ValueError: corrupt sample in shard 1" in finding["title"]
+    assert _wait_gone("rank_exception.py", 10) == []
+
+
 def test_plain_torchrun_on_cpu_is_reported_as_not_distributed(tmp_path):
     """facts §8 trap 2: without ACCELERATE_USE_CPU every CPU rank silently trains alone."""
     report = str(tmp_path / "report.json")

@@ -472,8 +472,9 @@ class ObjectTracker:
             del env[k]
         if value is None:
             value = Value(kind=_kind_from_name(key))
-        elif value.kind is None and not value.is_acc:
-            value = replace(value, kind=_kind_from_name(key))
+        elif value.kind in (None, "unknown") and not value.is_acc:
+            # what `prepare(make_loader())` returned is named by the binding (`loader = ...`)
+            value = replace(value, kind=_kind_from_name(key) or value.kind)
         env[key] = value
         if key.startswith("self.") and isinstance(self._scope, cst.FunctionDef):
             cls = self.index.class_of(self._scope)

@@ -630,9 +630,34 @@ class _Walker:
                 return "return"
         return None
 
+    def _short_circuit_gate(self, call: cst.Call, node: cst.CSTNode):
+        """``(operation, left, runs_when)`` when ``call`` sits in the right operand of an
+        ``and``/``or`` (inside ``node``) whose left operand is a rank predicate: Python evaluates it
+        only where the left is true (``and``) or false (``or``)."""
+        child: cst.CSTNode = call
+        parents = self.a.index.parents
+        while child is not node:
+            parent = parents.get(child)
+            if parent is None:
+                return None
+            if type(parent) is cst.BooleanOperation and child is parent.right \
+                    and self.a.ranks.is_rank_dependent(parent.left):
+                return parent, parent.left, type(parent.operator) is cst.And
+            child = parent
+        return None
+
     def _calls(self, node: cst.CSTNode, guard: Guard | None, items: list[Item], skip_sync_context: bool = False) -> None:
         """Calls in evaluation order (arguments before the call), outside nested scopes."""
+        outer = guard
         for call in self.a.index.calls_post_order(node):
+            guard = outer
+            operand = self._short_circuit_gate(call, node)
+            if operand is not None:
+                boolop, test, runs_when = operand
+                value = self.a.ranks.evaluate(test, self.cls)
+                if value is not FORK and value is not UNIFORM and bool(value) is not runs_when:
+                    continue  # `is_main and check_trigger()`: this rank class never evaluates it
+                guard = Guard(boolop, test, "if" if runs_when else "else")
             self.a.visits.setdefault(call, set()).add(self.cls.name)
             if guard is not None:
                 self.a.guards.setdefault(call, guard)

@@ -95,6 +95,17 @@ class RankDivergentExit(Rule):
                 break  # expect: AL303
             accelerator.backward(loss)
         """,
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        # what prepare returns for a call's result is named by its binding: `loader` is a loader
+        model, optimizer, loader = accelerator.prepare(build(), make_optimizer(), make_loader())
+        for batch in loader:
+            loss = loss_of(model, batch)
+            if loss.item() > 1e4:
+                break  # expect: AL303
+            accelerator.backward(loss)
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:

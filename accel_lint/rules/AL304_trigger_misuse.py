@@ -67,6 +67,14 @@ class TriggerMisuse(Rule):
         """,
         """\
         from accelerate import Accelerator
+        accelerator = Accelerator()
+        for step in range(100):
+            # `and` evaluates check_trigger() only where is_main_process is true
+            if accelerator.is_main_process and accelerator.check_trigger():  # expect: AL304
+                break
+        """,
+        """\
+        from accelerate import Accelerator
         def train(accelerator, dl):
             for batch in dl:
                 if bad(batch):
