@@ -202,19 +202,26 @@ def environment() -> dict:
     return info
 
 
-def run_matrix(configs: list[str], scripts: list[Path], jobs: int, cap: float, guard_timeout: float) -> dict:
+def run_matrix(configs: list[str], scripts: list[Path], jobs: int, cap: float, guard_timeout: float,
+               out: Path, resume: bool = False) -> dict:
+    """Run the cells, writing ``out`` after each one (a run stopped by a time limit keeps what it
+    measured; ``resume`` skips the cells ``out`` already holds)."""
+    old = json.loads(out.read_text()) if out.exists() else None
+    done = {(c["fixture"], c["config"]) for c in (old or {}).get("cells", [])} if resume else set()
     work = Path(tempfile.mkdtemp(prefix="backend-matrix-"))
-    cells = [(c, s) for s in scripts for c in configs]
-    results = []
+    cells = [(c, s) for s in scripts for c in configs if (s.stem, c) not in done]
+    result = {"environment": environment(), "cap_s": cap, "guard_timeout_s": guard_timeout, "cells": []}
+    out.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(run_cell, c, s, cap, guard_timeout, work) for c, s in cells]
         for future in futures:
             cell = future.result()
-            results.append(cell)
+            result["cells"].append(cell)
             print(f"{cell['fixture']:45s} {cell['config']:14s} {cell['outcome']:7s} {cell['wall_s']:6.1f}s "
                   f"{cell.get('verdict', '')} {cell['detail'][:110]}", flush=True)
+            out.write_text(json.dumps(merge(old, result), indent=1) + "\n")
     shutil.rmtree(work, ignore_errors=True)
-    return {"environment": environment(), "cap_s": cap, "guard_timeout_s": guard_timeout, "cells": results}
+    return merge(old, result)
 
 
 def merge(old: dict | None, new: dict) -> dict:
@@ -223,8 +230,7 @@ def merge(old: dict | None, new: dict) -> dict:
         return new
     keep = {(c["fixture"], c["config"]): c for c in old.get("cells", [])}
     keep.update({(c["fixture"], c["config"]): c for c in new["cells"]})
-    new = dict(new, cells=sorted(keep.values(), key=lambda c: (c["fixture"], c["config"])))
-    return new
+    return dict(new, cells=sorted(keep.values(), key=lambda c: (c["fixture"], c["config"])))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap", type=float, default=150.0, help="hard time cap per cell, seconds")
     parser.add_argument("--guard-timeout", type=float, default=20.0, help="the guard's hang timeout, seconds")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--resume", action="store_true", help="skip the cells --out already holds")
     parser.add_argument("--render", action="store_true", help="write docs/backends.md from --out and stop")
     args = parser.parse_args(argv)
     if args.render:
@@ -244,10 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     configs = args.configs.split(",") if args.configs else (["cpu_ddp", "cpu_single"] if args.cpu else CONFIG_ORDER)
     scripts = fixtures(args.fixtures.split(",") if args.fixtures else None)
-    result = run_matrix(configs, scripts, args.jobs, args.cap, args.guard_timeout)
-    old = json.loads(args.out.read_text()) if args.out.exists() else None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(merge(old, result), indent=1) + "\n")
+    run_matrix(configs, scripts, args.jobs, args.cap, args.guard_timeout, args.out, args.resume)
     print(args.out)
     return 0
 

@@ -74,18 +74,20 @@ def test_classification_reads_the_guard_the_exit_and_the_observations():
     assert runner.classify(0, False, None, clean, "")["outcome"] == "ok"
 
 
-def test_the_runner_on_two_gloo_ranks(tmp_path):
+def test_the_runner_on_two_gloo_ranks_and_one_process(tmp_path):
     out = tmp_path / "matrix.json"
     runner = _runner()
-    code = runner.main(["--cpu", "--configs", "cpu_ddp", "--jobs", "2", "--cap", "120", "--out", str(out),
-                        "--fixtures", "al302_save_state_bad,al301_rank_gated_collective_good"])
+    code = runner.main(["--cpu", "--jobs", "2", "--cap", "120", "--out", str(out),
+                        "--fixtures", "al302_save_state_bad,al304_trigger_misuse_good"])
     assert code == 0
-    cells = {c["fixture"]: c for c in json.loads(out.read_text())["cells"]}
-    assert cells["al302_save_state_bad"]["outcome"] == "silent", cells
-    assert "1 of 2 ranks' RNG states" in cells["al302_save_state_bad"]["detail"]
-    assert cells["al301_rank_gated_collective_good"]["outcome"] == "ok", cells
+    cells = {(c["fixture"], c["config"]): c for c in json.loads(out.read_text())["cells"]}
+    saved = cells["al302_save_state_bad", "cpu_ddp"]
+    assert saved["outcome"] == "silent" and "1 of 2 ranks' RNG states" in saved["detail"], saved
+    assert cells["al302_save_state_bad", "cpu_single"]["outcome"] == "ok"
+    # one process: check_trigger() is no collective and set_trigger() must not look dangling
+    assert {cells["al304_trigger_misuse_good", c]["outcome"] for c in ("cpu_ddp", "cpu_single")} == {"ok"}, cells
     page = runner.render(json.loads(out.read_text()))
-    assert "| `al302_save_state_bad` | **silent**: checkpoint holds 1 of 2 ranks' RNG states |" in page
+    assert "| `al302_save_state_bad` | **silent**: checkpoint holds 1 of 2 ranks' RNG states | ran fine |" in page
 
 
 def test_the_doc_is_rendered_from_the_committed_results():
