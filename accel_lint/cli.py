@@ -36,7 +36,34 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
             raise click.UsageError(f"{flag}: unknown rule code or prefix {code!r} (see --list-rules)")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+class _LinterCommand(click.Command):
+    """``accel-lint server`` starts the language server; any other arguments are the linter's
+    (a folder named ``server`` is linted as ``accel-lint ./server``)."""
+
+    def main(self, args=None, prog_name=None, **extra):
+        argv = list(sys.argv[1:] if args is None else args)
+        if argv[:1] == ["server"]:
+            return server_command.main(argv[1:], prog_name=f"{prog_name or 'accel-lint'} server", **extra)
+        return super().main(args, prog_name, **extra)
+
+
+@click.command("server", context_settings={"help_option_names": ["-h", "--help"]})
+def server_command() -> None:
+    """Run the language server (LSP over stdio) for editors: findings as you type, fixes as
+    code actions, rule docs on hover. Needs the `lsp` extra: pip install 'accel-lint[lsp]'."""
+    try:
+        from .lsp.server import serve
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in ("pygls", "lsprotocol", "cattrs"):
+            raise
+        click.echo("accel-lint: error: the language server needs pygls, which is not installed; "
+                   "install it with: pip install 'accel-lint[lsp]'", err=True)
+        sys.exit(2)
+    serve()
+
+
+@click.command(cls=_LinterCommand, context_settings={"help_option_names": ["-h", "--help"]},
+               epilog="Editors: `accel-lint server` runs the language server (see `accel-lint server --help`).")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (e.g. AL3,AL101); replaces the configured set.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable in addition.")

@@ -409,13 +409,17 @@ def lint_paths(files: list[Path], config: Config, jobs: int = 1,
     return total
 
 
-def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) -> list[LintResult]:
+def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
+                    relint: Callable[[list[LintResult], list[tuple[int, tuple]]], list[LintResult]] | None = None
+                    ) -> list[LintResult]:
     """The passes after the first: a file is linted again knowing what the other modules of the
     tree say of it (the collectives and accelerator factories it imports, the prepared objects
     and guards its functions' callers give). What a file says can change once it is linted
     again (a script that only becomes an Accelerate program through an imported accelerator
     factory reports its guarded calls then), so this repeats while some file's context
-    changes, at most three times. Only files whose context changed are linted again."""
+    changes, at most three times. Only files whose context changed are linted again.
+    ``relint(results, [(index, context), ...])``: how a file is linted again with a context
+    (default: read from disk; the language server lints the editor's text instead)."""
     out = list(results)
     used: dict[int, tuple] = {}
     paths = [os.path.abspath(r.path) for r in results]
@@ -439,7 +443,7 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1) ->
             return out
         for i, context in again:
             used[i] = context
-        out = _relint(out, again, config, jobs)
+        out = relint(out, again) if relint is not None else _relint(out, again, config, jobs)
     return out
 
 

@@ -67,8 +67,13 @@ class FileFix:
         return self.fixed != self.original
 
 
-def fix_source(data: bytes, path: str, config: Config, unsafe: bool) -> FileFix:
-    """Fix one file's contents in memory (nothing is written)."""
+def fix_source(data: bytes, path: str, config: Config, unsafe: bool,
+               select: set[tuple[str, int, int]] | None = None) -> FileFix:
+    """Fix one file's contents in memory (nothing is written).
+
+    ``select``: fix only the findings at these (code, line, column) of ``data`` (an editor's
+    code action for one finding), and the findings their fixes bring in that a later fix takes
+    out again; every other check is the same as for the whole file."""
     outcome = FileFix(path)
     first = lint_source(data, path, config, want_fixes=True)
     if first.module is None:
@@ -86,7 +91,7 @@ def fix_source(data: bytes, path: str, config: Config, unsafe: bool) -> FileFix:
     outcome.original = outcome.fixed = text
     rejected: dict[tuple[str, str, str], str] = {}
     for _ in range(MAX_ATTEMPTS):
-        rounds = _Rounds(path, config, unsafe, outcome.encoding, rejected)
+        rounds = _Rounds(path, config, unsafe, outcome.encoding, rejected, select, first)
         rounds.run(first, text)
         # a finding a fix brought in may stay only as long as a later fix takes it out again
         left = _introduced(_problems(first), _problems(rounds.result))
@@ -113,8 +118,11 @@ class _Rounds:
     before it is kept."""
 
     def __init__(self, path: str, config: Config, unsafe: bool, encoding: str,
-                 rejected: dict[tuple[str, str, str], str]) -> None:
+                 rejected: dict[tuple[str, str, str], str], select: set[tuple[str, int, int]] | None = None,
+                 first: LintResult | None = None) -> None:
         self.path, self.config, self.unsafe, self.encoding = path, config, unsafe, encoding
+        self.select, self.first = select, first
+        self.original_text: str | None = None
         self.rejected = dict(rejected)  # finding identity -> why its fix is not applied
         self.notices: list[Notice] = []
         self.applied: list[tuple[Diagnostic, str]] = []
@@ -128,6 +136,7 @@ class _Rounds:
 
     def run(self, first: LintResult, text: str) -> None:
         self.text, self.result = text, first
+        self.original_text = text
         applied_rounds = 0
         # only rounds that change the file count: a round that only drops fixes makes progress
         # (the dropped ones are not tried again), so it cannot go on for ever
@@ -158,8 +167,11 @@ class _Rounds:
 
     def _wanted(self) -> list[tuple[Diagnostic, Fix]]:
         wanted = []
+        selected = self._selected() if self.select is not None else None
         for d, f in self.result.fixes:
             if f.applicability != "safe" and not self.unsafe:
+                continue
+            if selected is not None and not selected(d):
                 continue
             if _identity(d) in self.rejected:
                 why = self.rejected[_identity(d)]
@@ -172,6 +184,15 @@ class _Rounds:
                 continue
             wanted.append((d, f))
         return wanted
+
+    def _selected(self):
+        """Which findings a selection lets this round fix: in the given text, those at the
+        selected positions; once it changed, only findings the applied fixes brought in (more
+        of a rule in a function than the given text had, less those fixed)."""
+        if self.text == self.original_text:
+            return lambda d: (d.code, d.line, d.column) in self.select
+        brought = set(_introduced(_problems(self.first), _problems(self.result), [d for d, _ in self.applied]))
+        return lambda d: (d.code, d.scope) in brought
 
     def _reject(self, d: Diagnostic, why: str) -> None:
         self.rejected[_identity(d)] = ""

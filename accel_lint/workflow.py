@@ -133,19 +133,32 @@ def add_noqa(diagnostics: list[Diagnostic]) -> int:
             line = lines[number - 1]
             body = line.rstrip("\r\n")
             ending = line[len(body):]
-            existing = noqa_codes(body)
-            if existing is not None and not existing:
-                continue  # a bare noqa already covers everything
-            if existing is not None:
-                new_codes = sorted(existing | codes)
-                head = body[: body.lower().rindex("noqa")].rstrip()
-                head = head[:-1].rstrip() if head.endswith("#") else head
-                lines[number - 1] = f"{head}  # noqa: {', '.join(new_codes)}{ending}"
-            else:
-                lines[number - 1] = f"{body}  # noqa: {', '.join(sorted(codes))}{ending}"
-            added += len(codes - (existing or set()))
+            new_body = with_noqa(body, codes)
+            if new_body is None:
+                continue
+            lines[number - 1] = new_body + ending
+            added += len(codes - (noqa_codes(body) or set()))
         write_atomically(target, "".join(lines), encoding)
     return added
+
+
+def with_noqa(body: str, codes: set[str]) -> str | None:
+    """``body`` (one line, without its line end) with ``# noqa: CODES`` appended or merged into
+    its ``# noqa: ...``; ``None`` when a bare ``# noqa`` already covers everything."""
+    existing = noqa_codes(body)
+    if existing is not None and not existing:
+        return None
+    if existing is not None:
+        head = body[: body.lower().rindex("noqa")].rstrip()
+        head = head[:-1].rstrip() if head.endswith("#") else head
+        return f"{head}  # noqa: {', '.join(sorted(existing | codes))}"
+    return f"{body}  # noqa: {', '.join(sorted(codes))}"
+
+
+def noqa_line(text: str, line: int) -> int:
+    """The line where a ``# noqa`` for a finding on ``line`` can go: the line that ends a
+    multi-line string when ``line`` is inside one."""
+    return _string_continuations(text).get(line, line)
 
 
 def _string_continuations(text: str) -> dict[int, int]:

@@ -1,0 +1,285 @@
+"""What the server keeps between edits: each file's configuration and lint results, and the
+analysis across modules over the open documents and the modules they import.
+
+Every lint runs the command line's algorithm (:func:`accel_lint.engine._across_modules`) over
+the open documents and, transitively, the modules of the workspace they import: their first
+passes, then the passes with what the other modules say. Results are memoized per file by
+content, configuration and context, so an edit lints again only the edited file and the files
+whose context it changed: editing ``engine.py`` relints an open ``train.py`` that imports a
+helper whose collectives changed, and nothing else. Memory stays bounded: only the files of the
+last lint are kept, a few results each, and never a syntax tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import Config, ConfigError, find_pyproject, load_config
+from ..diagnostics import Diagnostic, FileError, Notice
+from ..engine import LintResult, _across_modules, _module_files, lint_notebook, lint_source
+from .documents import Document
+
+MAX_MODULES = 256  # modules beyond the open documents one lint may read (imports of imports)
+MEMO_PER_FILE = 4  # results kept per file: its latest contents and contexts
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    applicability: str
+    description: str
+    refusal: str | None = None
+
+
+@dataclass
+class Report:
+    """One open document's findings, as the engine gives them (1-based; per cell in a notebook)."""
+
+    document: Document
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)  # the file was not checked (not internal errors)
+    notices: list[Notice] = field(default_factory=list)
+    fixes: dict[Diagnostic, FixInfo] = field(default_factory=dict)
+    config: Config = field(default_factory=Config)
+
+
+@dataclass
+class Outcome:
+    reports: dict[str, Report]  # by document URI
+    internal: list[FileError]  # internal errors of this lint's fresh analyses (for the log)
+    config_errors: list[str]
+
+
+@dataclass
+class _Entry:
+    result: LintResult
+    fixes: dict[Diagnostic, FixInfo]
+
+
+class Configs:
+    """``[tool.accel-lint]`` of the nearest pyproject.toml, read again when any pyproject.toml
+    between the file and the root changed (a few ``stat`` calls per lint)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple, Config, str | None]] = {}
+        self._stats: dict[str, tuple] = {}  # folder -> pyproject.toml stats, during one lint
+
+    def begin(self) -> None:
+        """A new lint: look at the files again."""
+        self._stats = {}
+
+    def get(self, path: str) -> tuple[Config, str | None]:
+        folder = os.path.dirname(path) if path else os.getcwd()
+        key = self._stats.get(folder)
+        if key is None:
+            key = self._stats[folder] = _pyproject_stats(folder)
+        hit = self._cache.get(folder)
+        if hit is not None and hit[0] == key:
+            return hit[1], hit[2]
+        try:
+            config, error = load_config(find_pyproject(Path(folder))), None
+        except (ConfigError, OSError, ValueError) as exc:
+            config, error = Config(root=Path(folder)), f"configuration not used: {exc}"
+        self._cache[folder] = (key, config, error)
+        return config, error
+
+    def clear(self) -> None:
+        self._cache.clear()
+        self._stats = {}
+
+
+def _pyproject_stats(folder: str) -> tuple:
+    out = []
+    while True:
+        candidate = os.path.join(folder, "pyproject.toml")
+        try:
+            st = os.stat(candidate)
+            out.append((candidate, st.st_mtime_ns, st.st_size))
+        except OSError:
+            pass
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return tuple(out)
+        folder = parent
+
+
+class Project:
+    """Lints snapshots of the open documents; see the module docstring."""
+
+    def __init__(self, roots: list[str] | None = None) -> None:
+        self.roots = [os.path.abspath(r) for r in roots or []]  # workspace folders: imports resolve inside them
+        self.configs = Configs()
+        self._memo: dict[str, OrderedDict[tuple, _Entry]] = {}
+        self._disk: dict[str, tuple[tuple[int, int], bytes, str]] = {}
+
+    def lint(self, documents: list[Document]) -> Outcome:
+        self.configs.begin()
+        internal: list[FileError] = []
+        config_errors: list[str] = []
+        reports: dict[str, Report] = {}
+        by_path = {d.path: d for d in documents if d.path}
+        members: list[str] = []  # absolute paths, open documents first
+        sources: dict[str, tuple[bytes, str, bool]] = {}  # path -> (data, digest, notebook)
+        configs: dict[str, Config] = {}
+        results: list[_Entry] = []
+        for doc in documents:
+            config, error = self.configs.get(doc.path)
+            if error and error not in config_errors:
+                config_errors.append(error)
+            if doc.path and _excluded(doc.path, config):
+                reports[doc.uri] = Report(doc, config=config)
+                continue
+            data, problem = doc.encoded
+            if problem is not None:
+                reports[doc.uri] = Report(doc, errors=[FileError(doc.path or doc.uri, problem)], config=config)
+                continue
+            if not doc.path:  # an unsaved buffer: no module of its own, linted alone
+                entry = self._lint(doc.uri, data, doc.digest, doc.is_notebook, config, None, internal)
+                reports[doc.uri] = _report(doc, entry, config)
+                continue
+            members.append(doc.path)
+            sources[doc.path] = (data, doc.digest, doc.is_notebook)
+            configs[doc.path] = config
+        roots = self._roots(configs)
+        queue = list(members)
+        seen = set(members)
+        while queue:
+            path = queue.pop(0)
+            if path not in sources:  # an imported module: from disk
+                read = self._read(path)
+                if read is None:
+                    continue
+                configs[path] = self.configs.get(path)[0]
+                if _excluded(path, configs[path]):
+                    continue
+                sources[path] = read
+                members.append(path)
+            data, digest, notebook = sources[path]
+            entry = self._lint(path, data, digest, notebook, configs[path], None, internal)
+            results.append(entry)
+            for dependency in _dependencies(path, entry.result, by_path, roots):
+                if dependency not in seen and len(seen) < len(by_path) + MAX_MODULES:
+                    seen.add(dependency)
+                    queue.append(dependency)
+        entries = {path: entry for path, entry in zip(members, results)}
+
+        def relint(out: list[LintResult], again: list[tuple[int, tuple]]) -> list[LintResult]:
+            out = list(out)
+            for i, context in again:
+                path = members[i]
+                data, digest, notebook = sources[path]
+                entries[path] = self._lint(path, data, digest, notebook, configs[path], context, internal)
+                out[i] = entries[path].result
+            return out
+
+        finals = _across_modules([e.result for e in results], Config(), relint=relint)
+        for path, final in zip(members, finals):
+            doc = by_path.get(path)
+            if doc is not None:
+                entry = entries[path]
+                reports[doc.uri] = _report(doc, _Entry(final, entry.fixes), configs[path])
+        self._forget(set(members) | {d.uri for d in documents if not d.path})
+        return Outcome(reports, internal, config_errors)
+
+    # -- sources and memo --------------------------------------------------------------------
+    def _read(self, path: str) -> tuple[bytes, str, bool] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        hit = self._disk.get(path)
+        if hit is None or hit[0] != key:
+            try:
+                data = Path(path).read_bytes()
+            except OSError:
+                return None
+            hit = self._disk[path] = (key, data, hashlib.blake2b(data, digest_size=16).hexdigest())
+        return hit[1], hit[2], path.endswith(".ipynb")
+
+    def _lint(self, path: str, data: bytes, digest: str, notebook: bool, config: Config, context: tuple | None,
+              internal: list[FileError]) -> _Entry:
+        external, incoming = context if context is not None else ({}, {})
+        key = (digest, config, repr(sorted(external.items())), repr(sorted(incoming.items())))
+        memo = self._memo.setdefault(path, OrderedDict())
+        hit = memo.get(key)
+        if hit is not None:
+            memo.move_to_end(key)
+            return hit
+        if notebook:
+            result, _ = lint_notebook(data, path, config, want_fixes=True, external=external or None)
+        else:
+            result = lint_source(data, path, config, want_fixes=True, external=external or None,
+                                 incoming=incoming or None)
+        internal.extend(e for e in result.errors if e.internal)
+        fixes = {d: FixInfo(f.applicability, f.description, f.refusal) for d, f in result.fixes}
+        # the syntax tree and the fixes' nodes are what weighs: an action re-runs the fix checks anyway
+        result.module = result.model = None
+        result.fixes = []
+        entry = memo[key] = _Entry(result, fixes)
+        while len(memo) > MEMO_PER_FILE:
+            memo.popitem(last=False)
+        return entry
+
+    def _forget(self, keep: set[str]) -> None:
+        for path in [p for p in self._memo if p not in keep]:
+            del self._memo[path]
+        for path in [p for p in self._disk if p not in keep]:
+            del self._disk[path]
+
+    def _roots(self, configs: dict[str, Config]) -> list[str]:
+        """Where imported modules are looked for: the workspace folders, else the folders of the
+        configurations (or of the files) of the open documents."""
+        if self.roots:
+            return self.roots
+        return sorted({os.path.abspath(c.root) if _has_pyproject(c) else os.path.dirname(p) for p, c in configs.items()})
+
+    def memo_size(self) -> int:
+        return sum(len(m) for m in self._memo.values())
+
+
+def _has_pyproject(config: Config) -> bool:
+    return os.path.isfile(os.path.join(config.root, "pyproject.toml"))
+
+
+def _report(doc: Document, entry: _Entry, config: Config) -> Report:
+    result = entry.result
+    return Report(doc, diagnostics=list(result.diagnostics), errors=[e for e in result.errors if not e.internal],
+                  notices=list(result.notices), fixes=entry.fixes, config=config)
+
+
+def _dependencies(path: str, result: LintResult, open_paths: dict, roots: list[str]) -> list[str]:
+    """The modules of the workspace whose summaries this file's analysis reads: what it imports
+    and calls under a guard or assigns from, and where it passes prepared objects."""
+    here = os.path.dirname(path)
+    wanted = [(level, module) for level, module, *_ in result.imports] + \
+        [(level, module) for level, module, *_ in result.passes]
+    out = []
+    for level, module in dict.fromkeys(wanted):
+        for candidate in _module_files(here, level, module):
+            if candidate in open_paths or (_inside(candidate, roots) and os.path.isfile(candidate)):
+                out.append(candidate)
+                break
+    return out
+
+
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _excluded(path: str, config: Config) -> bool:
+    """As with ``--force-exclude``: the editor shows what ``accel-lint .`` reports. Only the
+    folders inside the configuration's root count (a checkout under ``~/build/`` is linted)."""
+    root = os.path.abspath(config.root)
+    current = Path(path)
+    if config.is_excluded(current):
+        return True
+    for parent in current.parents:
+        if not _inside(str(parent), [root]) or str(parent) == root:
+            break
+        if config.is_excluded(parent):
+            return True
+    return False
