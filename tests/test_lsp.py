@@ -7,7 +7,7 @@ need another server (a broken rule, a client without ``codeAction/resolve``) sta
 from __future__ import annotations
 
 import asyncio
-import json
+import re
 import shutil
 import subprocess
 import sys
@@ -518,3 +518,18 @@ def test_a_selected_fix_leaves_the_other_findings_but_takes_its_follow_up_along(
     assert sorted(d.code for d, _ in chained.applied) == ["AL101", "AL102"]
     assert "accelerator.backward(loss)" in chained.fixed and "/ args.gradient" not in chained.fixed
     assert chained.fixed.count("accelerator.gather(") == 2
+
+
+@needs_lsp
+@pytest.mark.skipif(shutil.which("nvim") is None, reason="nvim is not installed")
+def test_neovim_with_the_readme_config_receives_the_diagnostics():
+    """The README's Neovim 0.7-to-0.10 block, as written, in a headless Neovim."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nvim_diagnostics", REPO / "bench" / "nvim_diagnostics.py")
+    nvim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nvim)
+    proc = nvim.run(TRAIN)
+    output = proc.stdout + proc.stderr
+    assert sorted(set(re.findall(r'\n    code = "(AL\d+)"', output))) == ["AL101", "AL203", "AL302", "AL403"], output
+    assert 'message = "if accelerator.is_main_process:"' in output  # the related guard line

@@ -22,7 +22,7 @@ from . import actions, convert
 from .documents import Cell, Document, uri_to_path
 from .project import Outcome, Project, Report
 
-DEBOUNCE_S = 0.015  # a burst of changes (a paste, a multi-cursor edit) is linted once
+DEBOUNCE_S = 0.005  # a burst of notifications (a paste, a multi-cursor edit) is linted once
 PYTHON_SUFFIXES = (".py", ".pyw")
 WATCHED = ("**/pyproject.toml", "**/*.py", "**/*.ipynb")
 
