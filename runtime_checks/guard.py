@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.abc
+import importlib.util
+import inspect
 import os
 import signal
 import sys
@@ -19,6 +22,7 @@ import threading
 import time
 import traceback
 from datetime import timedelta
+from types import ModuleType
 from typing import Any
 from collections.abc import Callable
 
@@ -37,11 +41,32 @@ def _library_dirs() -> tuple[str, ...]:
 
     here = os.path.dirname(os.path.abspath(__file__))
     dirs = [os.path.dirname(torch.__file__), os.path.dirname(accelerate.__file__), here]
+    deepspeed = _package_dir("deepspeed")
+    if deepspeed is not None:  # its engine and ZeRO hooks call collectives for the user too
+        dirs.append(deepspeed)
     for mod in ("runpy", "contextlib", "functools", "threading"):
         m = sys.modules.get(mod)
         if m is not None and getattr(m, "__file__", None):
             dirs.append(os.path.abspath(m.__file__))
     return tuple(dirs)
+
+
+def _package_dir(name: str) -> str | None:
+    """Where an installed package lives, without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(list(spec.submodule_search_locations)[0])
+
+
+def _module_call_codes() -> frozenset:
+    from torch import nn
+
+    calls = (getattr(nn.Module, "_wrapped_call_impl", None), getattr(nn.Module, "_call_impl", None))
+    return frozenset(f.__code__ for f in calls if f is not None and hasattr(f, "__code__"))
 
 
 _USER_CODE: dict[Any, str | None] = {}  # code object -> absolute file name, or None for library code
@@ -63,13 +88,39 @@ def is_user_file(filename: str) -> bool:
 def call_site(skip: int = 2) -> dict[str, Any]:
     """The innermost frame outside torch, accelerate and runtime_checks: the user's line.
     (The watcher reads the source line itself; the hot path sends file and line only.)"""
-    frame = sys._getframe(skip)
-    while frame is not None:
-        filename = _user_file(frame.f_code)
-        if filename is not None:
-            return {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
+    return site_of(_first_user_frame(sys._getframe(skip)))
+
+
+def site_of(frame) -> dict[str, Any]:
+    if frame is None:
+        return {"file": "?", "line": 0, "function": "?"}
+    return {"file": _user_file(frame.f_code), "line": frame.f_lineno, "function": frame.f_code.co_name}
+
+
+def _first_user_frame(frame):
+    while frame is not None and _user_file(frame.f_code) is None:
         frame = frame.f_back
-    return {"file": "?", "line": 0, "function": "?"}
+    return frame
+
+
+_MODULE_CALL_CODES: frozenset = frozenset()  # the code of nn.Module.__call__ (set at install)
+
+
+def model_call_frame(frame):
+    """The user's frame that called the outermost ``nn.Module`` on the stack, else the innermost
+    user frame, else ``None`` (a thread with no user frame: the autograd engine's own).
+
+    A sharded model communicates in hooks of its inner modules; the line the user can act on is
+    the model call in the training loop, not a line inside a model's own forward (a
+    transformers decoder loop, which is no library file here)."""
+    innermost = beyond_call = None
+    while frame is not None:
+        if frame.f_code in _MODULE_CALL_CODES:
+            beyond_call = _first_user_frame(frame)  # refined by any module call further out
+        elif innermost is None and _user_file(frame.f_code) is not None:
+            innermost = frame
+        frame = frame.f_back
+    return beyond_call or innermost
 
 
 def describe(value: Any, depth: int = 0) -> Any:
@@ -112,6 +163,11 @@ class Guard:
         # queued (NCCL is asynchronous): (seq, cuda event recorded after the call), in order
         self._on_device: list[tuple[int, Any]] = []
         self.ring = _open_ring(rank)
+        # the torch.autograd.backward in flight (the sharded wrappers' hooks may run on the autograd
+        # engine's thread, CUDA's): its caller's frame, and whether it runs inside a recorded collective
+        self._backward_depth = 0
+        self._backward_caller: Any = None
+        self._backward_nested = False
 
     # -- recording -------------------------------------------------------------------------
     # Events are buffered and sent in batches by the watchdog thread (every FLUSH_S): a store
@@ -205,30 +261,39 @@ class Guard:
                 return fn(*args, **kwargs)
             if checkpoint and not _checkpoint_is_collective(args[0] if method else None):
                 return fn(*args, **kwargs)  # local under DDP: let the collectives inside count
-            guard._tls.depth = 1
-            try:
-                seq = guard.seq
-                guard.seq += 1
-                payload = args[1:] if method else args
-                tensors = list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"] if fingerprint_args else []
-                prev = guard.take_leave_record()
-                extra = {}
-                if op_kind == C.BROADCAST_OBJ and payload and isinstance(payload[0], (list, tuple)):
-                    extra["length"] = len(payload[0])  # the receivers' list length must match the sender's
-                guard.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=call_site(),
-                           prev_left=prev[1] if prev else None, prev_left_seq=prev[0] if prev else None,
-                           args=describe(tensors), on_device=_on_cuda(tensors), **extra)
-                result = fn(*args, **kwargs)
-                event = _completion_event(tensors)
-                if event is None:
-                    guard.left(seq)
-                else:
-                    guard.left_on_device(seq, event)
-                return result
-            finally:
-                guard._tls.depth = 0
+            payload = args[1:] if method else args
+            tensors = list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"] if fingerprint_args else []
+            extra = {}
+            if op_kind == C.BROADCAST_OBJ and payload and isinstance(payload[0], (list, tuple)):
+                extra["length"] = len(payload[0])  # the receivers' list length must match the sender's
+            return guard.run_recorded(fn, args, kwargs, op=op, op_kind=op_kind, site=call_site(), tensors=tensors,
+                                      extra=extra)
 
         return recorded
+
+    def run_recorded(self, fn: Callable, args: tuple, kwargs: dict[str, Any], *, op: str, op_kind: str,
+                     site: dict[str, Any], tensors: list[Any] | None = None,
+                     extra: dict[str, Any] | None = None) -> Any:
+        """``fn(*args, **kwargs)`` as one collective: ENTER (with the deferred LEAVE of the last
+        one), the call, then its LEAVE. Collectives called inside it are part of it."""
+        tensors = tensors if tensors is not None else []
+        self._tls.depth = 1
+        try:
+            seq = self.seq
+            self.seq += 1
+            prev = self.take_leave_record()
+            self.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=site,
+                      prev_left=prev[1] if prev else None, prev_left_seq=prev[0] if prev else None,
+                      args=describe(tensors), on_device=_on_cuda(tensors), **(extra or {}))
+            result = fn(*args, **kwargs)
+            event = _completion_event(tensors)
+            if event is None:
+                self.left(seq)
+            else:
+                self.left_on_device(seq, event)
+            return result
+        finally:
+            self._tls.depth = 0
 
     def local(self, fn: Callable, op: str) -> Callable:
         guard = self
@@ -254,8 +319,9 @@ class Guard:
         from accelerate import Accelerator
         from accelerate.state import PartialState
 
-        global _SKIP_DIRS
+        global _SKIP_DIRS, _MODULE_CALL_CODES
         _SKIP_DIRS = _library_dirs()
+        _MODULE_CALL_CODES = _module_call_codes()
         for name, kind in C.TORCH_DISTRIBUTED_OPS.items():
             if kind == C.END or not hasattr(dist, name):
                 continue
@@ -291,8 +357,10 @@ class Guard:
                            process_index=state.process_index, site=call_site())
 
         self._patch(PartialState, "__init__", init)
+        self._install_backward()
         self._install_ddp()
         self._install_loader()
+        self._install_sharded()
 
     def _install_loader(self) -> None:
         """``loader.iter.rng_sync``: a prepared DataLoader broadcasts rank 0's RNG state each
@@ -307,6 +375,55 @@ class Guard:
         if original is not None:
             self._patch(data_loader, "synchronize_rng_states",
                         self.wrap(original, "loader.iter.rng_sync", C.BROADCAST, method=False, fingerprint_args=False))
+
+    # -- collectives a wrapper makes on the user's behalf ------------------------------------
+    # An implicit collective is its own op kind: against an explicit collective of the same
+    # primitive (FSDP's all-gather against the user's gather) it is a divergence, not a shape
+    # mismatch of arguments that mean different things.
+    def record_implicit(self, op: str, fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, a collective a sharded wrapper makes on the user's behalf,
+        recorded as ``op`` at the user's model call (forward) or ``backward()`` line. Inside a
+        recorded collective (``accelerator.backward``, ``deepspeed.backward.reduce_gradients``)
+        it is part of that one, also where the autograd engine runs it on another thread (CUDA)."""
+        if getattr(self._tls, "depth", 0) or (self._backward_depth and self._backward_nested) or not _distributed():
+            return fn(*args, **kwargs)
+        return self.run_recorded(fn, args, kwargs, op=op, op_kind=op, site=self.implicit_site())
+
+    def implicit_site(self) -> dict[str, Any]:
+        frame = model_call_frame(sys._getframe(2))
+        if frame is None and self._backward_caller is not None:  # the autograd engine's thread (CUDA)
+            frame = _first_user_frame(self._backward_caller)
+        return site_of(frame)
+
+    def _install_backward(self) -> None:
+        """One wrapper of ``torch.autograd.backward`` (so also ``loss.backward()`` and
+        ``accelerator.backward``) that remembers the user's ``backward()`` line and whether the
+        backward runs inside a recorded collective, for the sharded wrappers' hooks, and records
+        the backward itself where a wrapper's forward said it will communicate (``_tls.backward_pending``:
+        DDP's gradient all-reduce, DeepSpeed's gradient reduction after a raw ``loss.backward()``)."""
+        import torch
+
+        original_backward = torch.autograd.backward
+        guard = self
+
+        @functools.wraps(original_backward)
+        def backward(*args, **kwargs):
+            if guard._backward_depth:  # a backward inside one (reentrant checkpointing): part of the outer one
+                return original_backward(*args, **kwargs)
+            pending, guard._tls.backward_pending = getattr(guard._tls, "backward_pending", None), None
+            op = pending() if pending is not None else None  # its side effects happen even when nested
+            nested = bool(getattr(guard._tls, "depth", 0))
+            guard._backward_caller, guard._backward_nested, guard._backward_depth = sys._getframe(1), nested, 1
+            try:
+                if op is None or nested or not _distributed():
+                    return original_backward(*args, **kwargs)
+                guard._backward_nested = True
+                return guard.run_recorded(original_backward, args, kwargs, op=op, op_kind=_PENDING_KINDS.get(op, op),
+                                          site=call_site())
+            finally:
+                guard._backward_caller, guard._backward_nested, guard._backward_depth = None, False, 0
+
+        self._patch(torch.autograd, "backward", backward)
 
     def _install_ddp(self) -> None:
         """The collectives DDP makes on the user's behalf, recorded where they really
@@ -363,24 +480,322 @@ class Guard:
                         and (getattr(ddp, "static_graph", False) or not getattr(ddp, "find_unused_parameters", False)))
             output = (recorded_rebuild if rebuilds else original_forward)(ddp, *args, **kwargs)
             if syncs:
-                guard._tls.ddp_backward_pending = ddp
+                guard._tls.backward_pending = functools.partial(_ddp_synced_backward, ddp)
             return output
 
         self._patch(DDP, "forward", forward)
-        original_backward = torch.autograd.backward
-        recorded_backward = self.wrap(original_backward, "ddp.backward.allreduce", C.ALLREDUCE, method=False,
-                                      fingerprint_args=False)
+
+    def _install_sharded(self) -> None:
+        """FSDP (1 and 2) and DeepSpeed, patched as their modules are imported: a DDP run neither
+        imports FSDP (0.7 s) nor needs DeepSpeed installed."""
+        _AFTER_IMPORT.on_import("torch.distributed.fsdp._fully_shard._fsdp_param_group", self._install_fsdp2)
+        _AFTER_IMPORT.on_import("torch.distributed.fsdp._flat_param", self._install_fsdp1_all_gather)
+        _AFTER_IMPORT.on_import("torch.distributed.fsdp._runtime_utils", self._install_fsdp1_reduce)
+        _AFTER_IMPORT.on_import("deepspeed.runtime.engine", self._install_deepspeed_engine)
+        _AFTER_IMPORT.on_import("deepspeed.runtime.zero.partitioned_param_coordinator",
+                                self._install_deepspeed_zero3_fetch)
+
+    def _install_fsdp2(self, param_group_module: ModuleType) -> None:
+        """FSDP2 (``fully_shard``), torch 2.13 ``torch/distributed/fsdp/_fully_shard/``. Recorded
+        by wrapping the two functions ``_fsdp_param_group.py`` calls only when it communicates:
+
+        * ``foreach_all_gather``: ``FSDPParamGroup.unshard`` calls it unless the group's all-gather
+          is already issued (``_all_gather_result``), its parameters are already unsharded
+          (``is_unsharded``: ``reshard_after_forward=False``, a repeated forward), it is the
+          pre-backward without ``unshard_in_backward``, or the shard group has one rank. Named
+          after the group's ``_training_state``: ``fsdp.forward.all_gather`` (FORWARD, forward
+          prefetch too), ``fsdp.backward.all_gather`` (PRE_/POST_BACKWARD, backward prefetch),
+          ``fsdp.unshard.all_gather`` (IDLE: an explicit ``module.unshard()``).
+        * ``foreach_reduce``: ``FSDPParamGroup.post_backward`` calls it unless
+          ``reduce_grads`` is off (``set_requires_gradient_sync(False)``, Accelerate's
+          ``no_sync``/``accumulate`` under FSDP2) or no parameter has a gradient; it
+          communicates as ``_fsdp_collectives.py:foreach_reduce`` does, see ``_fsdp2_reduce_op``."""
+        group_class = getattr(param_group_module, "FSDPParamGroup", None)
+        all_gather = getattr(param_group_module, "foreach_all_gather", None)
+        reduce = getattr(param_group_module, "foreach_reduce", None)
+        if group_class is None or all_gather is None or reduce is None:
+            return
+        guard = self
+        original_unshard = group_class.unshard
+
+        @functools.wraps(original_unshard)
+        def unshard(group, *args, **kwargs):
+            guard._tls.fsdp2_group = group  # its training state names the all-gather below
+            try:
+                return original_unshard(group, *args, **kwargs)
+            finally:
+                guard._tls.fsdp2_group = None
+
+        @functools.wraps(all_gather)
+        def foreach_all_gather(*args, **kwargs):
+            group = getattr(guard._tls, "fsdp2_group", None)
+            phase = _FSDP2_PHASES.get(_state_name(group, "_training_state"), "unshard")
+            return guard.record_implicit(f"fsdp.{phase}.all_gather", all_gather, *args, **kwargs)
+
+        reduce_signature = inspect.signature(reduce)
+
+        @functools.wraps(reduce)
+        def foreach_reduce(*args, **kwargs):
+            op = _fsdp2_reduce_op(reduce_signature.bind(*args, **kwargs).arguments)
+            if op is None:
+                return reduce(*args, **kwargs)
+            return guard.record_implicit(op, reduce, *args, **kwargs)
+
+        self._patch(group_class, "unshard", unshard)
+        self._patch(param_group_module, "foreach_all_gather", foreach_all_gather)
+        self._patch(param_group_module, "foreach_reduce", foreach_reduce)
+
+    def _install_fsdp1_all_gather(self, flat_param_module: ModuleType) -> None:
+        """FSDP1 (``FullyShardedDataParallel``), ``torch/distributed/fsdp/_flat_param.py``:
+        ``FlatParamHandle.unshard`` calls ``_all_gather_flat_param`` only when
+        ``needs_unshard()``: a sharded strategy (not ``NO_SHARD``, which FSDP1 also picks for a
+        world of one) whose padded unsharded parameter is freed (the root and
+        ``SHARD_GRAD_OP`` keep it after forward). Named after the handle's ``_training_state``:
+        ``fsdp.forward.all_gather`` (FORWARD, forward prefetch too), ``fsdp.backward.all_gather``
+        (BACKWARD_PRE/POST, backward prefetch), ``fsdp.summon_full_params.all_gather``
+        (``summon_full_params``, full state dicts)."""
+        handle_class = getattr(flat_param_module, "FlatParamHandle", None)
+        original = getattr(handle_class, "_all_gather_flat_param", None)
+        if original is None:
+            return
+        guard = self
+
+        @functools.wraps(original)
+        def all_gather_flat_param(handle, *args, **kwargs):
+            if getattr(handle, "_use_fake_all_gather", False) or _group_size(getattr(handle, "process_group", None)) < 2:
+                return original(handle, *args, **kwargs)
+            phase = _FSDP1_PHASES.get(_state_name(handle, "_training_state"), "unshard")
+            return guard.record_implicit(f"fsdp.{phase}.all_gather", original, handle, *args, **kwargs)
+
+        self._patch(handle_class, "_all_gather_flat_param", all_gather_flat_param)
+
+    def _install_fsdp1_reduce(self, runtime_utils: ModuleType) -> None:
+        """FSDP1, ``torch/distributed/fsdp/_runtime_utils.py``: ``_post_backward_hook`` reduces a
+        gradient only when the flat parameter has one and ``state._sync_gradients`` (not inside
+        ``no_sync()``); then ``_reduce_grad`` (sharded strategies: ``fsdp.backward.reduce_scatter``;
+        ``HYBRID_SHARD`` adds an all-reduce across nodes: ``fsdp.backward.reduce_scatter_all_reduce``;
+        a registered comm hook runs in its place and still runs) or ``_reduce_grad_no_shard``
+        (``NO_SHARD``: ``fsdp.backward.all_reduce``). A process group of one rank communicates nothing."""
+        reduce_grad = getattr(runtime_utils, "_reduce_grad", None)
+        reduce_no_shard = getattr(runtime_utils, "_reduce_grad_no_shard", None)
+        if reduce_grad is None or reduce_no_shard is None:
+            return
+        guard = self
+
+        @functools.wraps(reduce_grad)
+        def reduce_sharded(state, handle, *args, **kwargs):
+            if getattr(handle, "_use_fake_reduce", False) or _group_size(getattr(state, "process_group", None)) < 2:
+                return reduce_grad(state, handle, *args, **kwargs)
+            hybrid = _state_name(handle, "_sharding_strategy") in ("HYBRID_SHARD", "_HYBRID_SHARD_ZERO2")
+            op = "fsdp.backward.reduce_scatter_all_reduce" if hybrid and state._comm_hook is None \
+                else "fsdp.backward.reduce_scatter"
+            return guard.record_implicit(op, reduce_grad, state, handle, *args, **kwargs)
+
+        @functools.wraps(reduce_no_shard)
+        def reduce_unsharded(state, handle, *args, **kwargs):
+            if _group_size(getattr(state, "process_group", None)) < 2:
+                return reduce_no_shard(state, handle, *args, **kwargs)
+            return guard.record_implicit("fsdp.backward.all_reduce", reduce_no_shard, state, handle, *args, **kwargs)
+
+        self._patch(runtime_utils, "_reduce_grad", reduce_sharded)
+        self._patch(runtime_utils, "_reduce_grad_no_shard", reduce_unsharded)
+
+    def _install_deepspeed_engine(self, engine_module: ModuleType) -> None:
+        """DeepSpeed's engine (0.19.8 ``deepspeed/runtime/engine.py``), where it communicates:
+
+        * ``deepspeed.backward.reduce_gradients``: ``DeepSpeedEngine.backward`` with ZeRO-2/3
+          (``zero_optimization_partition_gradients``: gradients are reduced in hooks on every
+          backward, and ZeRO-3 all-gathers parameters for it), else when ``_backward_epilogue``
+          calls ``allreduce_gradients``: ``enable_backward_allreduce``, not inside ``no_sync()``,
+          at a gradient accumulation boundary. A raw ``loss.backward()`` after the engine's
+          forward with grad enabled runs the same epilogue (torch-style backward) and counts too.
+        * ``deepspeed.step``: ``DeepSpeedEngine.step`` at a gradient accumulation boundary with
+          ZeRO (stage >= 1: the ZeRO optimizer all-reduces the norm and overflow flag, stages 1/2
+          all-gather the updated partitions), and every step without managed accumulation (it
+          then reduces or finalizes the accumulated gradients itself).
+
+        Under Accelerate, ``accelerator.backward`` (recorded itself) runs both."""
+        engine_class = getattr(engine_module, "DeepSpeedEngine", None)
+        if engine_class is None:
+            return
+        guard = self
+        original_forward, original_backward, original_step = engine_class.forward, engine_class.backward, engine_class.step
+
+        @functools.wraps(original_forward)
+        def forward(engine, *args, **kwargs):
+            output = original_forward(engine, *args, **kwargs)
+            if _grad_enabled():
+                guard._tls.backward_pending = functools.partial(_deepspeed_raw_backward, engine)
+            return output
 
         @functools.wraps(original_backward)
-        def backward(*args, **kwargs):
-            ddp = getattr(guard._tls, "ddp_backward_pending", None)
-            if ddp is not None and not getattr(guard._tls, "depth", 0):
-                guard._tls.ddp_backward_pending = None
-                ddp._runtime_checks_synced_backward = True
-                return recorded_backward(*args, **kwargs)
-            return original_backward(*args, **kwargs)
+        def backward(engine, *args, **kwargs):
+            guard._tls.backward_pending = None  # the engine's own backward, recorded here
+            if not _safely(_deepspeed_backward_communicates, engine):
+                return original_backward(engine, *args, **kwargs)
+            return guard.record_implicit("deepspeed.backward.reduce_gradients", original_backward, engine, *args,
+                                         **kwargs)
 
-        self._patch(torch.autograd, "backward", backward)
+        @functools.wraps(original_step)
+        def step(engine, *args, **kwargs):
+            if not _safely(_deepspeed_step_communicates, engine):
+                return original_step(engine, *args, **kwargs)
+            return guard.record_implicit("deepspeed.step", original_step, engine, *args, **kwargs)
+
+        self._patch(engine_class, "forward", forward)
+        self._patch(engine_class, "backward", backward)
+        self._patch(engine_class, "step", step)
+
+    def _install_deepspeed_zero3_fetch(self, coordinator_module: ModuleType) -> None:
+        """ZeRO-3's parameter fetch (``deepspeed/runtime/zero/partitioned_param_coordinator.py``):
+        ``fetch_sub_module`` (a module's pre-forward / pre-backward hook) and its prefetch call
+        ``__all_gather_params_``, which all-gathers only the parameters whose ``ds_status`` is
+        NOT_AVAILABLE (persistent parameters, under ``stage3_param_persistence_threshold``, stay
+        gathered after the first fetch; so do those inside ``GatheredParameters``):
+        ``deepspeed.forward.all_gather`` or ``deepspeed.backward.all_gather`` (its ``forward`` flag)."""
+        coordinator = getattr(coordinator_module, "PartitionedParameterCoordinator", None)
+        name = "_PartitionedParameterCoordinator__all_gather_params_"
+        original = getattr(coordinator, name, None)
+        if original is None:
+            return
+        guard = self
+
+        @functools.wraps(original)
+        def all_gather_params(self_, params, forward, *args, **kwargs):
+            if not _safely(_zero3_fetch_communicates, params):
+                return original(self_, params, forward, *args, **kwargs)
+            op = "deepspeed.forward.all_gather" if forward else "deepspeed.backward.all_gather"
+            return guard.record_implicit(op, original, self_, params, forward, *args, **kwargs)
+
+        self._patch(coordinator, name, all_gather_params)
+
+
+# the phase an FSDP all-gather belongs to, by the training state of the FSDP2 param group / FSDP1 handle
+_FSDP2_PHASES = {"FORWARD": "forward", "PRE_BACKWARD": "backward", "POST_BACKWARD": "backward"}
+_FSDP1_PHASES = {"FORWARD": "forward", "BACKWARD_PRE": "backward", "BACKWARD_POST": "backward",
+                 "SUMMON_FULL_PARAMS": "summon_full_params"}
+# the op kind of a backward recorded from a forward's promise (DDP's stays the all-reduce it was)
+_PENDING_KINDS = {"ddp.backward.allreduce": C.ALLREDUCE}
+
+
+def _state_name(owner: Any, attribute: str) -> str | None:
+    state = getattr(owner, attribute, None)
+    return getattr(state, "name", None)
+
+
+def _group_size(group: Any) -> int:
+    try:
+        return group.size()
+    except Exception:  # no group: FSDP uses the default one
+        import torch.distributed as dist
+
+        return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def _fsdp2_reduce_op(arguments: dict[str, Any]) -> str | None:
+    """``_fsdp_collectives.py:foreach_reduce``: a reduce-scatter when the shard group has more
+    than one rank; with an all-reduce group (HSDP, replicate) an all-reduce across replicas too,
+    unless ``all_reduce_grads`` is off (``set_requires_all_reduce(False)``). ``None``: nothing
+    communicates."""
+    scatter_group, all_reduce_group = arguments.get("reduce_scatter_group"), arguments.get("all_reduce_group")
+    scatters = scatter_group is not None and _group_size(scatter_group) > 1
+    all_reduces = (all_reduce_group is not None and arguments.get("all_reduce_grads", True)
+                   and _group_size(all_reduce_group) > 1)
+    if scatters and all_reduces:
+        return "fsdp.backward.reduce_scatter_all_reduce"
+    if scatters:
+        return "fsdp.backward.reduce_scatter"
+    return "fsdp.backward.all_reduce" if all_reduces else None
+
+
+def _ddp_synced_backward(ddp: Any) -> str:
+    ddp._runtime_checks_synced_backward = True  # the reducer rebuilds its buckets at the next forward
+    return "ddp.backward.allreduce"
+
+
+def _deepspeed_backward_communicates(engine: Any) -> bool:
+    if engine.zero_optimization_partition_gradients() or engine.zero_optimization_partition_weights():
+        return True
+    return bool(engine.enable_backward_allreduce and not engine.inside_no_sync_ctxt
+                and engine.is_gradient_accumulation_boundary())
+
+
+def _deepspeed_raw_backward(engine: Any) -> str | None:
+    return "deepspeed.backward.reduce_gradients" if _safely(_deepspeed_backward_communicates, engine) else None
+
+
+def _deepspeed_step_communicates(engine: Any) -> bool:
+    managed = getattr(engine, "managed_gradient_accumulation", None)
+    if managed is not None and not managed():
+        return True
+    return bool(engine.is_gradient_accumulation_boundary() and engine.zero_optimization())
+
+
+def _zero3_fetch_communicates(params: Any) -> bool:
+    return any(_state_name(p, "ds_status") == "NOT_AVAILABLE" for p in params)
+
+
+def _safely(predicate: Callable[[Any], bool], value: Any) -> bool:
+    """A predicate over another library's internals: if they changed, record nothing (no false
+    alarm; at worst the old hang verdict) rather than break the user's step."""
+    try:
+        return bool(predicate(value))
+    except Exception:
+        return False
+
+
+def _grad_enabled() -> bool:
+    import torch
+
+    return torch.is_grad_enabled()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs callbacks right after a named module has been imported (at once if it already is)."""
+
+    def __init__(self) -> None:
+        self.callbacks: dict[str, list[Callable[[ModuleType], None]]] = {}
+        self._looking_up = threading.local()
+
+    def on_import(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        module = sys.modules.get(name)
+        if module is not None:
+            _run_quietly(callback, module)
+            return
+        self.callbacks.setdefault(name, []).append(callback)
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None):
+        if name not in self.callbacks or getattr(self._looking_up, "name", None) == name:
+            return None
+        self._looking_up.name = name  # the finders after this one find the real spec
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._looking_up.name = None
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        callbacks, original_exec = self.callbacks.pop(name), loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            original_exec(module)
+            for callback in callbacks:
+                _run_quietly(callback, module)
+
+        loader.exec_module = exec_module  # this spec's own loader object
+        return spec
+
+
+def _run_quietly(callback: Callable[[ModuleType], None], module: ModuleType) -> None:
+    try:
+        callback(module)
+    except Exception:  # a hook that no longer fits the library: the user's import must still work
+        pass
+
+
+_AFTER_IMPORT = _AfterImport()
 
 
 def _on_cuda(values: Any, depth: int = 0) -> bool:
