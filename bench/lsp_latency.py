@@ -114,6 +114,21 @@ class Editor:
         return time.perf_counter() - start
 
 
+def engine_floor_ms(path: Path, runs: int) -> float:
+    """Median of ``lint_source`` on the file in this process (new content each run): what one
+    lint costs without the server, its debounce and the JSON over stdio."""
+    from accel_lint.config import Config
+    from accel_lint.engine import lint_source
+
+    data = path.read_bytes()
+    times = []
+    for i in range(runs + 1):
+        start = time.perf_counter()
+        lint_source(data + f"\n# floor {i}\n".encode(), str(path), Config(), want_fixes=True)
+        times.append(time.perf_counter() - start)
+    return round(statistics.median(times[1:]) * 1000, 1)
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -165,6 +180,7 @@ async def run(args) -> dict:
     for i in range(5):
         await small.edit(-1 - i)
     results["small"] = summary([await small.edit(i) for i in range(args.edits)], TARGETS_MS["small"])
+    results["small"]["engine_alone_median_ms"] = engine_floor_ms(SMALL, 30)
     print("small script:", results["small"])
     await stop(client)
 
@@ -176,6 +192,7 @@ async def run(args) -> dict:
         await trainer.edit(-1 - i)
     results["trainer"] = summary([await trainer.edit(i) for i in range(args.trainer_edits)], TARGETS_MS["trainer"])
     results["trainer"]["lines"] = len(trainer.lines)
+    results["trainer"]["engine_alone_median_ms"] = engine_floor_ms(trainer_path, 5)
     print("trainer.py:", results["trainer"])
 
     if not args.skip_hour:

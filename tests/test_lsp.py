@@ -284,6 +284,13 @@ async def test_text_that_cannot_be_encoded_gives_one_diagnostic(client, workspac
     uri = open_file(client, path, "# coding: no-such-codec\nfrom accelerate import Accelerator\n")
     (only,) = await published(client, uri)
     assert "cannot decode" in only.message
+    # text that its declared encoding can hold is linted in that encoding: columns stay the editor's
+    path = workspace / "latin_ok.py"
+    uri = open_file(client, path, "# -*- coding: latin-1 -*-\nfrom accelerate import Accelerator\n"
+                                  "accelerator = Accelerator()\nmodel, opt, dl = accelerator.prepare(model, opt, dl)\n"
+                                  "for batch in dl:\n    s = 'é'; loss = model(batch); loss.backward()\n")
+    (backward,) = await published(client, uri)
+    assert backward.code == "AL101" and backward.range.start.character == len("    s = 'é'; loss = model(batch); ")
 
 
 @lsp_test
@@ -483,6 +490,19 @@ for step, batch in enumerate(loader):
 
 # -- no pygls, and the fix selection the actions use (no server needed) ----------------------------
 
+def test_server_is_a_subcommand_that_leaves_the_linters_arguments_alone(tmp_path):
+    from click.testing import CliRunner
+
+    from accel_lint.cli import main
+
+    result = CliRunner().invoke(main, ["server", "--help"])
+    assert result.exit_code == 0 and "language server" in result.output
+    (tmp_path / "server").mkdir()  # a folder named server is still linted as ./server
+    (tmp_path / "server" / "train.py").write_text(TRAIN.read_text())
+    result = CliRunner().invoke(main, [str(tmp_path / "server"), "--no-cache", "-q"])
+    assert result.exit_code == 1 and "AL101" in result.output
+
+
 def test_server_without_pygls_says_how_to_install_it():
     code = "import sys; sys.modules['pygls'] = None; from accel_lint.cli import main; main(['server'])"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
@@ -533,3 +553,33 @@ def test_neovim_with_the_readme_config_receives_the_diagnostics():
     output = proc.stdout + proc.stderr
     assert sorted(set(re.findall(r'\n    code = "(AL\d+)"', output))) == ["AL101", "AL203", "AL302", "AL403"], output
     assert 'message = "if accelerator.is_main_process:"' in output  # the related guard line
+
+
+def test_an_edit_lints_again_only_the_documents_that_share_modules_with_it(tmp_path):
+    from accel_lint.lsp.documents import Document
+    from accel_lint.lsp.project import Project
+
+    shutil.copytree(REPO / "fixtures" / "project", tmp_path / "project")
+    shutil.copy(TRAIN, tmp_path / "alone.py")
+    paths = {"train": tmp_path / "project" / "pkg" / "train.py", "engine": tmp_path / "project" / "pkg" / "engine.py",
+             "alone": tmp_path / "alone.py"}
+    docs = {name: Document(path.as_uri(), 1, path.read_text()) for name, path in paths.items()}
+    project = Project([str(tmp_path)])
+    first = project.lint(list(docs.values())).reports
+    assert sorted(d.code for d in first[docs["train"].uri].diagnostics) == ["AL301", "AL302"]
+    docs["alone"] = Document(docs["alone"].uri, 2, docs["alone"].text + "# edited\n")
+    second = project.lint(list(docs.values())).reports
+    assert second[docs["alone"].uri] is not first[docs["alone"].uri]
+    assert second[docs["train"].uri] is first[docs["train"].uri]  # not linted again
+    assert second[docs["engine"].uri] is first[docs["engine"].uri]
+    # engine.py is train.py's module: editing it lints train.py again, and only that pair
+    docs["engine"] = Document(docs["engine"].uri, 2, docs["engine"].text.replace(
+        "return accelerator.gather_for_metrics(preds)", "return preds"))
+    third = project.lint(list(docs.values())).reports
+    assert sorted(d.code for d in third[docs["train"].uri].diagnostics) == ["AL302"]
+    assert third[docs["alone"].uri] is second[docs["alone"].uri]
+    # train.py no longer passes the prepared model to export_weights: engine.py's AL501 goes
+    docs["train"] = Document(docs["train"].uri, 2, docs["train"].text.replace('export_weights(model, "weights.pt")\n', ""))
+    fourth = project.lint(list(docs.values())).reports
+    assert sorted(d.code for d in fourth[docs["engine"].uri].diagnostics) == []
+    assert sorted(d.code for d in third[docs["engine"].uri].diagnostics) == ["AL501"]

@@ -114,21 +114,57 @@ class Project:
         self.configs = Configs()
         self._memo: dict[str, OrderedDict[tuple, _Entry]] = {}
         self._disk: dict[str, tuple[tuple[int, int], bytes, str]] = {}
+        self._last: dict[str, _Last] = {}  # by document URI: what its last lint saw and said
 
-    def lint(self, documents: list[Document]) -> Outcome:
+    def lint(self, documents: list[Document], everything: bool = False) -> Outcome:
+        """Reports for every document. Only the documents whose text or configuration changed
+        are linted, with the open documents whose modules meet theirs (what one imports, or
+        passes prepared objects to, in either direction): the others cannot have changed.
+        ``everything``: lint all of them (files on disk may have changed)."""
         self.configs.begin()
         internal: list[FileError] = []
         config_errors: list[str] = []
+        configs: dict[str, Config] = {}
+        for doc in documents:
+            config, error = self.configs.get(doc.path)
+            configs[doc.uri] = config
+            if error and error not in config_errors:
+                config_errors.append(error)
+        last = {uri: seen for uri, seen in self._last.items() if uri in configs}
+        group = {d.uri for d in documents if everything or d.uri not in last or last[d.uri].digest != d.digest
+                 or last[d.uri].config != configs[d.uri]}
+        # a changed document's old modules count too: what it no longer passes them changes them
+        touched = set().union(*(last[uri].closure for uri in group if uri in last))
+        while True:
+            reports, closures = self._lint_group([d for d in documents if d.uri in group], documents, configs,
+                                                 internal)
+            touched |= set().union(*closures.values())
+            more = {uri for uri, seen in last.items() if uri not in group and seen.closure & touched}
+            if not more:
+                break
+            group |= more
+        for doc in documents:
+            if doc.uri in group:
+                last[doc.uri] = _Last(doc.digest, configs[doc.uri], frozenset(closures[doc.uri]), reports[doc.uri])
+        self._last = last
+        self._forget(set().union(*(seen.closure for seen in last.values())))
+        return Outcome({d.uri: last[d.uri].report for d in documents}, internal, config_errors)
+
+    def _lint_group(self, documents: list[Document], everyone: list[Document], doc_configs: dict[str, Config],
+                    internal: list[FileError]) -> tuple[dict[str, Report], dict[str, set[str]]]:
+        """The command line's analysis over ``documents`` and the modules they reach (an open
+        one as the editor has it): a report and the modules reached (paths) for each document."""
         reports: dict[str, Report] = {}
+        closures: dict[str, set[str]] = {}
         by_path = {d.path: d for d in documents if d.path}
+        open_paths = {d.path: d for d in everyone if d.path}
         members: list[str] = []  # absolute paths, open documents first
         sources: dict[str, tuple[bytes, str, bool]] = {}  # path -> (data, digest, notebook)
         configs: dict[str, Config] = {}
         results: list[_Entry] = []
         for doc in documents:
-            config, error = self.configs.get(doc.path)
-            if error and error not in config_errors:
-                config_errors.append(error)
+            config = doc_configs[doc.uri]
+            closures[doc.uri] = {doc.path or doc.uri}
             if doc.path and _excluded(doc.path, config):
                 reports[doc.uri] = Report(doc, config=config)
                 continue
@@ -146,13 +182,14 @@ class Project:
         roots = self._roots(configs)
         queue = list(members)
         seen = set(members)
+        dependencies: dict[str, list[str]] = {}
         while queue:
             path = queue.pop(0)
-            if path not in sources:  # an imported module: from disk
-                read = self._read(path)
+            if path not in sources:  # an imported module: the editor's text if open, else from disk
+                read = self._open_source(open_paths[path]) if path in open_paths else self._read(path)
                 if read is None:
                     continue
-                configs[path] = self.configs.get(path)[0]
+                configs[path] = doc_configs[open_paths[path].uri] if path in open_paths else self.configs.get(path)[0]
                 if _excluded(path, configs[path]):
                     continue
                 sources[path] = read
@@ -160,8 +197,9 @@ class Project:
             data, digest, notebook = sources[path]
             entry = self._lint(path, data, digest, notebook, configs[path], None, internal)
             results.append(entry)
-            for dependency in _dependencies(path, entry.result, by_path, roots):
-                if dependency not in seen and len(seen) < len(by_path) + MAX_MODULES:
+            dependencies[path] = _dependencies(path, entry.result, open_paths, roots)
+            for dependency in dependencies[path]:
+                if dependency not in seen and len(seen) < len(open_paths) + MAX_MODULES:
                     seen.add(dependency)
                     queue.append(dependency)
         entries = {path: entry for path, entry in zip(members, results)}
@@ -179,12 +217,16 @@ class Project:
         for path, final in zip(members, finals):
             doc = by_path.get(path)
             if doc is not None:
-                entry = entries[path]
-                reports[doc.uri] = _report(doc, _Entry(final, entry.fixes), configs[path])
-        self._forget(set(members) | {d.uri for d in documents if not d.path})
-        return Outcome(reports, internal, config_errors)
+                reports[doc.uri] = _report(doc, _Entry(final, entries[path].fixes), configs[path])
+                closures[doc.uri] = _reached(path, dependencies)
+        return reports, closures
 
     # -- sources and memo --------------------------------------------------------------------
+    @staticmethod
+    def _open_source(doc: Document) -> tuple[bytes, str, bool] | None:
+        data, problem = doc.encoded
+        return None if problem is not None else (data, doc.digest, doc.is_notebook)
+
     def _read(self, path: str) -> tuple[bytes, str, bool] | None:
         try:
             st = os.stat(path)
@@ -225,6 +267,7 @@ class Project:
         return entry
 
     def _forget(self, keep: set[str]) -> None:
+        """Only the modules some open document reaches stay in memory."""
         for path in [p for p in self._memo if p not in keep]:
             del self._memo[path]
         for path in [p for p in self._disk if p not in keep]:
@@ -239,6 +282,24 @@ class Project:
 
     def memo_size(self) -> int:
         return sum(len(m) for m in self._memo.values())
+
+
+@dataclass(frozen=True)
+class _Last:
+    digest: str
+    config: Config
+    closure: frozenset[str]  # the modules its analysis read (paths), itself included
+    report: Report
+
+
+def _reached(start: str, dependencies: dict[str, list[str]]) -> set[str]:
+    out, stack = {start}, [start]
+    while stack:
+        for dependency in dependencies.get(stack.pop(), ()):
+            if dependency not in out:
+                out.add(dependency)
+                stack.append(dependency)
+    return out
 
 
 def _has_pyproject(config: Config) -> bool:

@@ -47,6 +47,7 @@ class AccelLintServer(LanguageServer):
         self._running = False
         self._dirty = False
         self._force: set[str] = set()
+        self._everything = False
         self._config_errors: set[str] = set()
 
     # -- what is open -------------------------------------------------------------------------
@@ -85,10 +86,13 @@ class AccelLintServer(LanguageServer):
         return self.workspace.get_text_document(uri).version if uri in self.files else None
 
     # -- linting ------------------------------------------------------------------------------
-    def schedule(self, delay: float = DEBOUNCE_S, force: Iterable[str] = ()) -> None:
+    def schedule(self, delay: float = DEBOUNCE_S, force: Iterable[str] = (), everything: bool = False) -> None:
         """Lint the open documents once no change came for ``delay`` seconds; ``force``: URIs
-        whose diagnostics are published even if unchanged (open, save)."""
+        whose diagnostics are published even if unchanged (open, save); ``everything``: not only
+        the documents whose text changed and those that share modules with them (files on disk
+        or the set of open documents changed)."""
         self._force.update(force)
+        self._everything |= everything
         self._dirty = True
         if self._timer is not None:
             self._timer.cancel()
@@ -105,9 +109,10 @@ class AccelLintServer(LanguageServer):
             while self._dirty:
                 self._dirty = False
                 force, self._force = self._force, set()
+                everything, self._everything = self._everything, False
                 documents = self.snapshot()
                 try:
-                    outcome = await self.in_worker(self.project.lint, documents)
+                    outcome = await self.in_worker(self.project.lint, documents, everything)
                 except Exception as exc:  # a bug of ours: say so, keep serving
                     self.log(types.MessageType.Error, f"internal error while linting: {_traceback(exc)}")
                     continue
@@ -211,7 +216,7 @@ async def initialized(ls: AccelLintServer, params: types.InitializedParams) -> N
 @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 def folders_changed(ls: AccelLintServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
     ls.project.roots = [r for r in (uri_to_path(f.uri) for f in ls.workspace.folders.values()) if r]
-    ls.schedule()
+    ls.schedule(everything=True)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -232,7 +237,7 @@ def did_change(ls: AccelLintServer, params: types.DidChangeTextDocumentParams) -
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: AccelLintServer, params: types.DidSaveTextDocumentParams) -> None:
     if params.text_document.uri in ls.files:
-        ls.schedule(0, force=[params.text_document.uri])
+        ls.schedule(0, force=[params.text_document.uri], everything=True)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -240,7 +245,7 @@ def did_close(ls: AccelLintServer, params: types.DidCloseTextDocumentParams) -> 
     if params.text_document.uri in ls.files:
         del ls.files[params.text_document.uri]
         ls.forget(params.text_document.uri)
-        ls.schedule()  # a module it imported is read from disk again, or others imported it
+        ls.schedule(everything=True)  # the modules that imported it read it from disk again
 
 
 @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
@@ -258,7 +263,7 @@ def notebook_change(ls: AccelLintServer, params: types.DidChangeNotebookDocument
 @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
 def notebook_save(ls: AccelLintServer, params: types.DidSaveNotebookDocumentParams) -> None:
     if params.notebook_document.uri in ls.notebooks:
-        ls.schedule(0, force=[params.notebook_document.uri])
+        ls.schedule(0, force=[params.notebook_document.uri], everything=True)
 
 
 @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
@@ -266,13 +271,13 @@ def notebook_close(ls: AccelLintServer, params: types.DidCloseNotebookDocumentPa
     if params.notebook_document.uri in ls.notebooks:
         del ls.notebooks[params.notebook_document.uri]
         ls.forget(params.notebook_document.uri)
-        ls.schedule()
+        ls.schedule(everything=True)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def watched_files_changed(ls: AccelLintServer, params: types.DidChangeWatchedFilesParams) -> None:
     ls.project.configs.clear()
-    ls.schedule()
+    ls.schedule(everything=True)
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
