@@ -583,3 +583,14 @@ def test_an_edit_lints_again_only_the_documents_that_share_modules_with_it(tmp_p
     fourth = project.lint(list(docs.values())).reports
     assert sorted(d.code for d in fourth[docs["engine"].uri].diagnostics) == []
     assert sorted(d.code for d in third[docs["engine"].uri].diagnostics) == ["AL501"]
+
+
+@needs_lsp
+def test_columns_in_each_position_encoding():
+    from accel_lint.lsp.convert import units
+
+    line = 'x = "🚀é"; y'
+    column = line.index(";")  # code points
+    assert units(line, column, types.PositionEncodingKind.Utf32) == 8
+    assert units(line, column, types.PositionEncodingKind.Utf16) == 9  # the rocket is a surrogate pair
+    assert units(line, column, types.PositionEncodingKind.Utf8) == 12  # 4 bytes for the rocket, 2 for é

@@ -1,7 +1,8 @@
 """Engine findings -> LSP diagnostics, and positions between the engine and the client.
 
 The engine counts 1-based lines and columns in characters (code points); LSP counts 0-based
-lines and columns in the client's position encoding (UTF-16 unless negotiated otherwise).
+lines and columns in the client's position encoding (UTF-16 unless negotiated otherwise). A
+client's positions are compared with converted ranges, never converted back.
 """
 
 from __future__ import annotations
@@ -27,26 +28,14 @@ _NOTICE_AT = re.compile(r"^(?:cell (\d+), )?line (\d+): ")
 
 
 def units(line: str, column: int, encoding: str) -> int:
-    """Code-point ``column`` (0-based) of ``line`` in the client's encoding."""
-    prefix = line[:column]
+    """Code-point ``column`` (0-based) of ``line`` in the client's encoding (past the line's
+    end: one unit per column, as for the line end a node may reach)."""
+    prefix, beyond = line[:column], max(0, column - len(line))
     if encoding == types.PositionEncodingKind.Utf8:
-        return len(prefix.encode("utf-8", "surrogatepass"))
+        return len(prefix.encode("utf-8", "surrogatepass")) + beyond
     if encoding == types.PositionEncodingKind.Utf32:
-        return len(prefix) + max(0, column - len(line))
-    return len(prefix.encode("utf-16-le", "surrogatepass")) // 2 + max(0, column - len(line))
-
-
-def code_points(line: str, character: int, encoding: str) -> int:
-    """The inverse of :func:`units`."""
-    if encoding == types.PositionEncodingKind.Utf32:
-        return min(character, len(line))
-    counted = 0
-    for index, char in enumerate(line):
-        if counted >= character:
-            return index
-        counted += len(char.encode("utf-8", "surrogatepass")) if encoding == types.PositionEncodingKind.Utf8 \
-            else (2 if ord(char) > 0xFFFF else 1)
-    return len(line)
+        return len(prefix) + beyond
+    return len(prefix.encode("utf-16-le", "surrogatepass")) // 2 + beyond
 
 
 def position(lines: Sequence[str], line: int, column: int, encoding: str) -> types.Position:

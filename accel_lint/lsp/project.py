@@ -4,10 +4,11 @@ analysis across modules over the open documents and the modules they import.
 Every lint runs the command line's algorithm (:func:`accel_lint.engine._across_modules`) over
 the open documents and, transitively, the modules of the workspace they import: their first
 passes, then the passes with what the other modules say. Results are memoized per file by
-content, configuration and context, so an edit lints again only the edited file and the files
-whose context it changed: editing ``engine.py`` relints an open ``train.py`` that imports a
-helper whose collectives changed, and nothing else. Memory stays bounded: only the files of the
-last lint are kept, a few results each, and never a syntax tree.
+content, configuration and context, so an edit analyses again only the edited file and the
+files whose context it changed: editing ``engine.py`` relints an open ``train.py`` that imports
+a helper whose collectives changed, and nothing else. Open documents whose modules do not meet
+the edited one's are not looked at at all. Memory stays bounded: only the modules some open
+document reaches are kept, a few results each, and never a syntax tree.
 """
 
 from __future__ import annotations

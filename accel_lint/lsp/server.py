@@ -113,10 +113,9 @@ class AccelLintServer(LanguageServer):
                 documents = self.snapshot()
                 try:
                     outcome = await self.in_worker(self.project.lint, documents, everything)
+                    self._publish(outcome, force)
                 except Exception as exc:  # a bug of ours: say so, keep serving
                     self.log(types.MessageType.Error, f"internal error while linting: {_traceback(exc)}")
-                    continue
-                self._publish(outcome, force)
         finally:
             self._running = False
 
@@ -135,6 +134,8 @@ class AccelLintServer(LanguageServer):
         for uri, report in outcome.reports.items():
             if uri not in self.files and uri not in self.notebooks:
                 continue  # closed while it was linted
+            if self.reports.get(uri) is report and uri not in force:
+                continue  # not linted again: nothing new to say
             self.reports[uri] = report
             version = report.document.version
             per_target = convert.diagnostics(report, self.encoding)
