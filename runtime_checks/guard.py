@@ -257,7 +257,7 @@ class Guard:
 
         @functools.wraps(fn)
         def recorded(*args, **kwargs):
-            if getattr(guard._tls, "depth", 0) or not _distributed():
+            if guard.nested() or not _distributed():
                 return fn(*args, **kwargs)
             if checkpoint and not _checkpoint_is_collective(args[0] if method else None):
                 return fn(*args, **kwargs)  # local under DDP: let the collectives inside count
@@ -266,8 +266,8 @@ class Guard:
             extra = {}
             if op_kind == C.BROADCAST_OBJ and payload and isinstance(payload[0], (list, tuple)):
                 extra["length"] = len(payload[0])  # the receivers' list length must match the sender's
-            return guard.run_recorded(fn, args, kwargs, op=op, op_kind=op_kind, site=call_site(), tensors=tensors,
-                                      extra=extra)
+            site = site_of(guard.or_backward_caller(_first_user_frame(sys._getframe(1))))
+            return guard.run_recorded(fn, args, kwargs, op=op, op_kind=op_kind, site=site, tensors=tensors, extra=extra)
 
         return recorded
 
@@ -385,15 +385,22 @@ class Guard:
         recorded as ``op`` at the user's model call (forward) or ``backward()`` line. Inside a
         recorded collective (``accelerator.backward``, ``deepspeed.backward.reduce_gradients``)
         it is part of that one, also where the autograd engine runs it on another thread (CUDA)."""
-        if getattr(self._tls, "depth", 0) or (self._backward_depth and self._backward_nested) or not _distributed():
+        if self.nested() or not _distributed():
             return fn(*args, **kwargs)
-        return self.run_recorded(fn, args, kwargs, op=op, op_kind=op, site=self.implicit_site())
+        site = site_of(self.or_backward_caller(model_call_frame(sys._getframe(1))))
+        return self.run_recorded(fn, args, kwargs, op=op, op_kind=op, site=site)
 
-    def implicit_site(self) -> dict[str, Any]:
-        frame = model_call_frame(sys._getframe(2))
-        if frame is None and self._backward_caller is not None:  # the autograd engine's thread (CUDA)
-            frame = _first_user_frame(self._backward_caller)
-        return site_of(frame)
+    def nested(self) -> bool:
+        """Inside a recorded collective: on this thread, or, for the autograd engine's own thread
+        (CUDA's), in the backward a recorded collective called (``accelerator.backward``)."""
+        return bool(getattr(self._tls, "depth", 0) or (self._backward_depth and self._backward_nested))
+
+    def or_backward_caller(self, frame):
+        """``frame``, or on a thread without user frames (the autograd engine's, under CUDA) the
+        user's frame that called the backward in flight."""
+        if frame is None and self._backward_caller is not None:
+            return _first_user_frame(self._backward_caller)
+        return frame
 
     def _install_backward(self) -> None:
         """One wrapper of ``torch.autograd.backward`` (so also ``loss.backward()`` and
@@ -562,7 +569,8 @@ class Guard:
 
         @functools.wraps(original)
         def all_gather_flat_param(handle, *args, **kwargs):
-            if getattr(handle, "_use_fake_all_gather", False) or _group_size(getattr(handle, "process_group", None)) < 2:
+            fake = getattr(handle, "_use_fake_all_gather", False)  # a debugging process group: no communication
+            if fake or _group_size(getattr(handle, "process_group", None)) < 2:
                 return original(handle, *args, **kwargs)
             phase = _FSDP1_PHASES.get(_state_name(handle, "_training_state"), "unshard")
             return guard.record_implicit(f"fsdp.{phase}.all_gather", original, handle, *args, **kwargs)
@@ -619,7 +627,8 @@ class Guard:
         if engine_class is None:
             return
         guard = self
-        original_forward, original_backward, original_step = engine_class.forward, engine_class.backward, engine_class.step
+        original_forward, original_backward = engine_class.forward, engine_class.backward
+        original_step = engine_class.step
 
         @functools.wraps(original_forward)
         def forward(engine, *args, **kwargs):
@@ -659,6 +668,7 @@ class Guard:
         if original is None:
             return
         guard = self
+        self._install_zero3_trace_check(coordinator)
 
         @functools.wraps(original)
         def all_gather_params(self_, params, forward, *args, **kwargs):
@@ -668,6 +678,25 @@ class Guard:
             return guard.record_implicit(op, original, self_, params, forward, *args, **kwargs)
 
         self._patch(coordinator, name, all_gather_params)
+
+    def _install_zero3_trace_check(self, coordinator: type) -> None:
+        """``deepspeed.forward.trace_check``: ZeRO-3's root pre-forward hook calls
+        ``reset_step``, which, until the coordinator holds a complete trace of the module order
+        (the first forwards, and again after the order changed and invalidated it: a different
+        path through the model), checks that order against rank 0's: broadcasts of its length and
+        values (``assert_ints_same_as_other_ranks``). It comes before the forward's fetches."""
+        original = getattr(coordinator, "reset_step", None)
+        if original is None or not hasattr(coordinator, "is_complete_trace"):
+            return
+        guard = self
+
+        @functools.wraps(original)
+        def reset_step(coordinator_, *args, **kwargs):
+            if not _safely(_zero3_trace_incomplete, coordinator_):
+                return original(coordinator_, *args, **kwargs)
+            return guard.record_implicit("deepspeed.forward.trace_check", original, coordinator_, *args, **kwargs)
+
+        self._patch(coordinator, "reset_step", reset_step)
 
 
 # the phase an FSDP all-gather belongs to, by the training state of the FSDP2 param group / FSDP1 handle
@@ -729,6 +758,14 @@ def _deepspeed_step_communicates(engine: Any) -> bool:
     if managed is not None and not managed():
         return True
     return bool(engine.is_gradient_accumulation_boundary() and engine.zero_optimization())
+
+
+def _zero3_trace_incomplete(coordinator: Any) -> bool:
+    import torch
+
+    if torch.compiler.is_compiling():  # reset_step returns at once
+        return False
+    return not coordinator.is_complete_trace()
 
 
 def _zero3_fetch_communicates(params: Any) -> bool:

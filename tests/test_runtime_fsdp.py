@@ -85,6 +85,7 @@ class DeepSpeedEngine(torch.nn.Module):
             from deepspeed.runtime.zero.partitioned_param_coordinator import PartitionedParameterCoordinator
 
             coordinator = PartitionedParameterCoordinator()
+            module.register_forward_pre_hook(lambda m, args: coordinator.reset_step())
             module.register_forward_pre_hook(lambda m, args: coordinator.fetch_sub_module(m, True))
 
     def zero_optimization(self):
@@ -122,6 +123,14 @@ class ZeroParamStatus(enum.Enum):
 
 
 class PartitionedParameterCoordinator:
+    resets = 0
+
+    def is_complete_trace(self):
+        return self.resets >= 2  # the module order was recorded, then checked against rank 0's
+
+    def reset_step(self):
+        self.resets += 1
+
     def fetch_sub_module(self, module, forward):
         self.__all_gather_params_(set(module.parameters()), forward)
 
@@ -151,10 +160,10 @@ for param in zero3.parameters():
 loss = zero3(x).sum()  # [fetch] the partitioned parameters
 zero3.backward(loss)  # [zero3 backward]
 zero3.step()  # [zero3 step]
-loss = zero3(x).sum()  # the parameters are available: no fetch
+loss = zero3(x).sum()  # [trace complete] after this check; the parameters are available: no fetch
 loss.backward()  # [raw backward] runs the engine's gradient reduction too
 with torch.no_grad():
-    zero3(x)
+    zero3(x)  # the trace is complete: no check
 zero1 = DeepSpeedEngine(torch.nn.Linear(2, 2), stage=1, accumulation=2)
 zero1.backward(zero1(x).sum())  # not a boundary: gradients stay local
 zero1.step()  # not a boundary
@@ -186,9 +195,11 @@ def test_deepspeed_engine_and_zero3_fetch_are_recorded_where_they_communicate(tm
     line = {marker: number for number, text in enumerate(script.read_text().splitlines(), 1)
             for marker in [text.partition("# [")[2].partition("]")[0]] if marker}
     assert [tuple(op) for op in out["ops"]] == [
+        ("deepspeed.forward.trace_check", line["fetch"]),
         ("deepspeed.forward.all_gather", line["fetch"]),
         ("deepspeed.backward.reduce_gradients", line["zero3 backward"]),
         ("deepspeed.step", line["zero3 step"]),
+        ("deepspeed.forward.trace_check", line["trace complete"]),
         ("deepspeed.backward.reduce_gradients", line["raw backward"]),
         ("deepspeed.backward.reduce_gradients", line["boundary backward"]),
         ("deepspeed.step", line["boundary step"]),
