@@ -62,10 +62,10 @@ def fixtures(selected: list[str] | None) -> list[Path]:
     return found
 
 
-def command(config: str, script: Path, out: Path, port: int) -> tuple[list[str], dict[str, str]]:
+def command(config: str, script: Path, out: Path, port: int, guarded: bool = True) -> tuple[list[str], dict[str, str]]:
     """The launch command and environment of one cell."""
     env = dict(os.environ, MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
-    guard = ["-m", "runtime_checks.rank", str(script), str(out)]
+    guard = ["-m", "runtime_checks.rank", str(script), str(out)] if guarded else [str(script), str(out)]
     if config == "cpu_ddp":
         env.update(ACCELERATE_USE_CPU="1", CUDA_VISIBLE_DEVICES="")
         return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
@@ -79,33 +79,66 @@ def command(config: str, script: Path, out: Path, port: int) -> tuple[list[str],
     return [*launch, *guard], env
 
 
-def run_cell(config: str, script: Path, cap: float, guard_timeout: float, work: Path) -> dict:
-    out = work / f"{script.stem}__{config}"
+def run_cell(config: str, script: Path, cap: float, guard_timeout: float, work: Path, guarded: bool = True) -> dict:
+    out = work / f"{script.stem}__{config}{'' if guarded else '__plain'}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     port = 21000 + 10 * next(_port)
-    cmd, env = command(config, script, out, port)
+    cmd, env = command(config, script, out, port, guarded)
     env.update(RUNTIME_CHECKS_TIMEOUT=str(guard_timeout), RUNTIME_CHECKS_REPORT=str(out / "report.json"))
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, text=True, errors="replace")
-    try:
-        log, _ = proc.communicate(timeout=cap)
-        capped = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # only the session this cell started
-        log, _ = proc.communicate()
-        capped = True
+    # output to a file, not a pipe: a hung worker that outlives its launcher must not block us
+    with open(out / "log.txt", "w") as sink:
+        proc = subprocess.Popen(cmd, cwd=out, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=cap)
+            capped = False
+        except subprocess.TimeoutExpired:
+            capped = True
+        _kill_tree(proc.pid)  # torchrun starts its workers in sessions of their own
+        proc.wait()
+    log = (out / "log.txt").read_text(errors="replace")
     wall = round(time.perf_counter() - start, 1)
     observed = {}
     for path in sorted(out.glob("observed_rank*.json")):
         observed[path.stem.removeprefix("observed_rank")] = json.loads(path.read_text())
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
     cell = classify(proc.returncode, capped, report, observed, log)
-    cell.update(fixture=script.stem, config=config, wall_s=wall, exit=proc.returncode)
+    cell.update(fixture=script.stem, config=config, mode="guarded" if guarded else "plain", wall_s=wall,
+                exit=proc.returncode)
     if cell["outcome"] == "crash" or os.environ.get("MATRIX_KEEP_LOGS"):
-        cell["log_tail"] = log[-1500:]
+        cell["log_tail"] = _first_traceback(log) + log[-1500:]
     return cell
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and every process descended from it (only those this cell started)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry))
+    todo, tree = [root], []
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _first_traceback(log: str) -> str:
+    """The first traceback a rank printed (the launcher's own comes last and says less)."""
+    start = log.find("Traceback (most recent call last)")
+    return log[start:start + 2500] + "\n...\n" if start >= 0 else ""
 
 
 def classify(code: int | None, capped: bool, report: dict | None, observed: dict, log: str) -> dict:
@@ -171,8 +204,9 @@ def _saved_problems(saved: dict) -> list[str]:
         problems.append("saved keys carry a `module.` prefix")
     elif set(keys) != set(expected):
         problems.append(f"saved keys differ from the model's ({len(keys)} vs {len(expected)})")
-    if "DTensor" in saved.get("value_types", []):
-        problems.append("saved tensors are DTensor shards")
+    for sharded in ("DTensor", "ShardedTensor"):
+        if sharded in saved.get("value_types", []):
+            problems.append(f"saved tensors are {sharded} shards")
     shapes, want = saved.get("shapes", {}), saved.get("expected_shapes", {})
     for key, shape in shapes.items():
         name = key.removeprefix("module.")
@@ -203,21 +237,28 @@ def environment() -> dict:
 
 
 def run_matrix(configs: list[str], scripts: list[Path], jobs: int, cap: float, guard_timeout: float,
-               out: Path, resume: bool = False) -> dict:
+               out: Path, resume: bool = False, guarded: bool = True, only: set[str] | None = None) -> dict:
     """Run the cells, writing ``out`` after each one (a run stopped by a time limit keeps what it
     measured; ``resume`` skips the cells ``out`` already holds)."""
     old = json.loads(out.read_text()) if out.exists() else None
-    done = {(c["fixture"], c["config"]) for c in (old or {}).get("cells", [])} if resume else set()
+    mode = "guarded" if guarded else "plain"
+    held = (old or {}).get("cells", [])
+    done = {(c["fixture"], c["config"]) for c in held if _mode(c) == mode} if resume else set()
+    if only:  # e.g. plain runs of the cells whose guarded outcome was a hang
+        wanted = {(c["fixture"], c["config"]) for c in held if _mode(c) == "guarded" and c["outcome"] in only}
+    else:
+        wanted = None
     work = Path(tempfile.mkdtemp(prefix="backend-matrix-"))
-    cells = [(c, s) for s in scripts for c in configs if (s.stem, c) not in done]
+    cells = [(c, s) for s in scripts for c in configs
+             if (s.stem, c) not in done and (wanted is None or (s.stem, c) in wanted)]
     result = {"environment": environment(), "cap_s": cap, "guard_timeout_s": guard_timeout, "cells": []}
     out.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_cell, c, s, cap, guard_timeout, work) for c, s in cells]
+        futures = [pool.submit(run_cell, c, s, cap, guard_timeout, work, guarded) for c, s in cells]
         for future in futures:
             cell = future.result()
             result["cells"].append(cell)
-            print(f"{cell['fixture']:45s} {cell['config']:14s} {cell['outcome']:7s} {cell['wall_s']:6.1f}s "
+            print(f"{cell['fixture']:45s} {cell['config']:14s} {mode:7s} {cell['outcome']:7s} {cell['wall_s']:6.1f}s "
                   f"{cell.get('verdict', '')} {cell['detail'][:110]}", flush=True)
             out.write_text(json.dumps(merge(old, result), indent=1) + "\n")
     shutil.rmtree(work, ignore_errors=True)
@@ -228,9 +269,13 @@ def merge(old: dict | None, new: dict) -> dict:
     """New cells replace old ones of the same fixture and config; the rest are kept."""
     if not old:
         return new
-    keep = {(c["fixture"], c["config"]): c for c in old.get("cells", [])}
-    keep.update({(c["fixture"], c["config"]): c for c in new["cells"]})
-    return dict(new, cells=sorted(keep.values(), key=lambda c: (c["fixture"], c["config"])))
+    keep = {(c["fixture"], c["config"], _mode(c)): c for c in old.get("cells", [])}
+    keep.update({(c["fixture"], c["config"], _mode(c)): c for c in new["cells"]})
+    return dict(new, cells=sorted(keep.values(), key=lambda c: (c["fixture"], c["config"], _mode(c))))
+
+
+def _mode(cell: dict) -> str:
+    return cell.get("mode", "guarded")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guard-timeout", type=float, default=20.0, help="the guard's hang timeout, seconds")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--resume", action="store_true", help="skip the cells --out already holds")
+    parser.add_argument("--plain", action="store_true", help="without the guard: what the bug does on its own")
+    parser.add_argument("--only", help="comma-separated guarded outcomes: run only those cells (with --plain)")
     parser.add_argument("--render", action="store_true", help="write docs/backends.md from --out and stop")
     args = parser.parse_args(argv)
     if args.render:
@@ -251,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     configs = args.configs.split(",") if args.configs else (["cpu_ddp", "cpu_single"] if args.cpu else CONFIG_ORDER)
     scripts = fixtures(args.fixtures.split(",") if args.fixtures else None)
-    run_matrix(configs, scripts, args.jobs, args.cap, args.guard_timeout, args.out, args.resume)
+    only = set(args.only.split(",")) if args.only else None
+    run_matrix(configs, scripts, args.jobs, args.cap, args.guard_timeout, args.out, args.resume, not args.plain, only)
     print(args.out)
     return 0
 
@@ -262,7 +310,8 @@ _SYMBOL = {"ok": "ran fine", "hang": "**hang**", "crash": "**crash**", "silent":
 
 def render(data: dict) -> str:
     env = data["environment"]
-    cells = {(c["fixture"], c["config"]): c for c in data["cells"]}
+    cells = {(c["fixture"], c["config"]): c for c in data["cells"] if _mode(c) == "guarded"}
+    plain = {(c["fixture"], c["config"]): c for c in data["cells"] if _mode(c) == "plain"}
     configs = [c for c in [*CONFIG_ORDER, "cpu_ddp", "cpu_single"] if any(k[1] == c for k in cells)]
     names = sorted({k[0] for k in cells})
     lines = [
@@ -271,17 +320,19 @@ def render(data: dict) -> str:
         "Measured by `bench/backend_matrix.py`: every script of `fixtures/matrix/` (a bad and a good",
         "one per rank-gated and unwrap rule, each a few training steps of a small model with a",
         "BatchNorm buffer) under `accelerate launch --config_file fixtures/matrix/configs/<config>.yaml",
-        "-m runtime_checks.rank`, with a hard cap of "
-        f"{data['cap_s']:.0f} s and the guard's hang timeout at {data['guard_timeout_s']:.0f} s.",
+        "-m runtime_checks.rank`, each run under a hard time cap (`--cap`), the guard's hang timeout",
+        f"at {data['guard_timeout_s']:.0f} s.",
         "",
         f"Machine: {', '.join(env.get('gpus') or ['CPU only'])}; Python {env['python']}, torch {env['torch']}, "
         f"accelerate {env['accelerate']}, DeepSpeed {env['deepspeed']}. Results: "
         "`bench/results/backend_matrix.json`.",
         "",
         "Outcomes: *ran fine*; **hang** (the guard's verdict: ranks wait in collectives that never",
-        "match; without the guard the job sits until the process-group timeout); **crash** (a rank",
-        "raised: the exception); **silent** (every rank finished, but the result is wrong: what is",
-        "wrong). The row a rule's documentation cites is its fixture's name.",
+        "match, or the cap with no verdict); **crash** (a rank raised: the exception); **silent**",
+        "(every rank finished, but the result is wrong: what is wrong). Every cell the guard called a",
+        "hang was run again without the guard (`--plain --only hang`): *without the guard* says",
+        "whether the job really hung (until the cap) or finished, so a guard verdict is never the only",
+        "evidence of a deadlock. The row a rule's documentation cites is its fixture's name.",
         "",
         "| fixture | " + " | ".join(CONFIG_TITLES.get(c, c) for c in configs) + " |",
         "|---|" + "---|" * len(configs),
@@ -290,16 +341,20 @@ def render(data: dict) -> str:
         row = [f"`{name}`"]
         for config in configs:
             cell = cells.get((name, config))
-            row.append(_cell_text(cell) if cell else "not run")
+            text = _cell_text(cell) if cell else "not run"
+            alone = plain.get((name, config))
+            if alone is not None:
+                text += f"; without the guard: {_plain_text(alone)}"
+            row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "## Details", ""]
     for name in names:
         for config in configs:
-            cell = cells.get((name, config))
-            if cell and cell["outcome"] != "ok":
-                lines.append(f"- `{name}` / {CONFIG_TITLES.get(config, config)}: {cell['outcome']}"
-                             f"{' (' + cell['verdict'] + ')' if cell.get('verdict') else ''}"
-                             f"{': ' + _escape(cell['detail']) if cell.get('detail') else ''}")
+            for cell, how in ((cells.get((name, config)), "guarded"), (plain.get((name, config)), "without the guard")):
+                if cell and cell["outcome"] != "ok":
+                    lines.append(f"- `{name}` / {CONFIG_TITLES.get(config, config)}, {how}: {cell['outcome']}"
+                                 f"{' (' + cell['verdict'] + ')' if cell.get('verdict') else ''}"
+                                 f"{': ' + _escape(cell['detail']) if cell.get('detail') else ''}")
     return "\n".join(lines) + "\n"
 
 
@@ -312,6 +367,12 @@ def _cell_text(cell: dict) -> str:
     elif cell["outcome"] == "silent":
         text += f": {_escape(cell['detail'])}"
     return text
+
+
+def _plain_text(cell: dict) -> str:
+    if cell["outcome"] == "hang":
+        return f"**hang** ({cell['wall_s']:.0f} s cap)"
+    return _cell_text(cell)
 
 
 def _short(detail: str) -> str:
