@@ -259,7 +259,7 @@ class Guard:
         def recorded(*args, **kwargs):
             if guard.nested() or not _distributed():
                 return fn(*args, **kwargs)
-            if checkpoint and not _checkpoint_is_collective(args[0] if method else None):
+            if checkpoint and not _checkpoint_is_collective(args[0] if method else None, op):
                 return fn(*args, **kwargs)  # local under DDP: let the collectives inside count
             payload = args[1:] if method else args
             tensors = list(payload[:2]) + [v for k, v in kwargs.items() if k == "tensor"] if fingerprint_args else []
@@ -879,12 +879,18 @@ def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def _checkpoint_is_collective(accelerator: Any) -> bool:
-    """save_state & co. are collectives under FSDP, DeepSpeed and Megatron (facts §1.1)."""
+def _checkpoint_is_collective(accelerator: Any, op: str = "") -> bool:
+    """save_state & co. are collectives under FSDP, DeepSpeed and Megatron (facts §1.1). Under
+    DeepSpeed ZeRO-1/2 only ``save_state`` is (the engine's ``save_checkpoint``): measured on 2
+    GPUs, a main-only ``save_model``, ``get_state_dict`` or ``load_state`` there completes."""
     try:
         dtype = str(accelerator.state.distributed_type).split(".")[-1]
     except Exception:
         return True
+    if dtype == "DEEPSPEED" and not op.endswith("save_state"):
+        plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+        stage = getattr(plugin, "zero_stage", None)
+        return stage is None or stage == 3
     return dtype in _CKPT_COLLECTIVE_TYPES
 
 
