@@ -35,6 +35,11 @@ class Backend:
     zero_stage: int | None
     mixed_precision: str
     gradient_accumulation: int
+    fsdp_version: int | None = None  # 1 (Accelerate's default) or 2, under FSDP
+
+    @property
+    def fsdp1(self) -> bool:
+        return self.distributed_type == "FSDP" and self.fsdp_version != 2
 
     @property
     def sharded(self) -> bool:
@@ -63,10 +68,12 @@ def load(path: Path) -> Backend:
     deepspeed = data.get("deepspeed_config") or {}
     zero = deepspeed.get("zero_stage")
     steps = deepspeed.get("gradient_accumulation_steps", data.get("gradient_accumulation_steps", 1))
+    fsdp_version = (data.get("fsdp_config") or {}).get("fsdp_version", 1)
     try:
         return Backend(str(path), str(data["distributed_type"]).upper(), int(data.get("num_processes", 1) or 1),
                        int(zero) if zero is not None else None, str(data.get("mixed_precision", "no")).lower(),
-                       int(steps) if str(steps).isdigit() else 1)
+                       int(steps) if str(steps).isdigit() else 1,
+                       int(fsdp_version) if data["distributed_type"] == "FSDP" else None)
     except (TypeError, ValueError) as exc:
         raise AccelerateConfigError(f"{path}: unexpected value ({exc})") from None
 
@@ -115,19 +122,34 @@ def severity_under(d: Diagnostic, backend: Backend) -> str:
         return "info"
     if code == "AL302":
         if backend.sharded:
-            return "warning" if tag == "state_dict" else "error"
+            # a main-only state_dict() hangs under FSDP1 and returns shards under FSDP2 and ZeRO-3
+            return "warning" if tag == "state_dict" and not backend.fsdp1 else "error"
         if backend.distributed_type in ("MULTI_GPU", "MULTI_CPU"):
             return {"save_model": "info", "get_state_dict": "info", "state_dict": "info",
                     "save_state": "warning"}.get(tag, "error")
         if backend.distributed_type == "DEEPSPEED":
             return "info" if tag in ("save_model", "get_state_dict", "state_dict") else "error"
+    if code == "AL305" and tag != "unwrapped" and backend.distributed_type == "DEEPSPEED" and backend.zero_stage != 3:
+        return "info"  # ZeRO-1/2 shard no parameters: a main-only forward completed on 2 GPUs
+    if code == "AL305" and tag != "unwrapped" and backend.distributed_type == "MULTI_GPU":
+        return "warning"  # NCCL paired the buffer broadcast with the other rank's barrier and went on (gloo hangs)
     if code == "AL305" and tag == "unwrapped":
         if backend.sharded:
             return "error"
         if backend.distributed_type in ("MULTI_GPU", "MULTI_CPU"):
             return "info"  # main-only evaluation of the unwrapped model is fine under DDP
     if code == "AL501" and tag == "state_dict" and backend.sharded:
-        return "error"
+        # FSDP1's wrapper returns the full, unprefixed state dict (measured with both state-dict types)
+        return "info" if backend.fsdp1 else "error"
+    if code == "AL501" and tag == "attribute" and backend.distributed_type in ("MULTI_GPU", "MULTI_CPU"):
+        return "error"  # AttributeError on DDP's wrapper
+    if code == "AL503" and tag == "DataParallel" and backend.single_process:
+        return "info"  # one process: DataParallel over the visible GPUs is what it is for
+    zero3 = backend.distributed_type == "DEEPSPEED" and backend.zero_stage == 3
+    if code == "AL503" and tag == "DistributedDataParallel" and not backend.single_process and not zero3:
+        return "warning"  # DDP in DDP ran (gradients all-reduced twice); ZeRO-3 and one process fail
+    if code == "AL504" and tag == "half" and zero3:
+        return "error"  # ZeRO-3's forward fails on mixed dtypes
     if code == "AL103" and (backend.distributed_type == "FSDP" or backend.mixed_precision == "fp16"):
         return "error"
     if code == "AL101" and backend.mixed_precision == "fp16":

@@ -99,3 +99,36 @@ def test_the_doc_is_rendered_from_the_committed_results():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+# AL303 and AL502 stay warnings whatever the backend: whether the rank-local condition really
+# differs between ranks depends on the data, which the analysis cannot know.
+_DATA_DEPENDENT = {"AL303", "AL502"}
+
+
+def test_config_dependent_severities_agree_with_the_measured_matrix():
+    """A bug that hung on a backend (also without the guard) is an error under that backend's
+    config; one that ran fine is not an error; one that crashed is at least a warning."""
+    from accel_lint import accelerate_config
+
+    results = ROOT / "bench" / "results" / "backend_matrix.json"
+    if not results.exists():
+        pytest.skip("no GPU results committed yet")
+    truth: dict[tuple[str, str], str] = {}
+    for cell in json.loads(results.read_text())["cells"]:  # a run without the guard has the last word
+        key = (cell["fixture"], cell["config"])
+        if cell.get("mode") == "plain" or key not in truth:
+            truth[key] = cell["outcome"]
+    wrong = []
+    for (fixture, config), outcome in sorted(truth.items()):
+        if not fixture.endswith("_bad"):
+            continue
+        script = MATRIX / f"{fixture}.py"
+        rule = f"AL{_code(script)}"
+        backend = accelerate_config.load(MATRIX / "configs" / f"{config}.yaml")
+        severities = {accelerate_config.severity_under(d, backend)
+                      for d in lint_source(script.read_bytes(), str(script), Config()).diagnostics if d.code == rule}
+        if (outcome == "hang" and rule not in _DATA_DEPENDENT and severities != {"error"}) or \
+                (outcome == "ok" and "error" in severities) or (outcome == "crash" and severities <= {"info"}):
+            wrong.append((fixture, config, outcome, sorted(severities)))
+    assert wrong == []

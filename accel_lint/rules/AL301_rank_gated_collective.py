@@ -30,6 +30,9 @@ class RankGatedCollective(Rule):
     timeout: 10 minutes on NCCL, 30 on gloo, with a watchdog message that names neither
     the line nor the missing rank.
 
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al301_*`):
+    the main-only gather hung under DDP, FSDP1/2 and ZeRO-2/3, also without the guard.
+
     ## Example
     ```python
     if accelerator.is_main_process:

@@ -12,10 +12,12 @@ from .base import Finding, Fix, Rule, describe_guard, quote
 _CONSEQUENCES = {
     "save_state": "deadlocks under FSDP and DeepSpeed, and under DDP saves only rank 0's RNG state so a resume "
     "silently skips it on the other ranks",
-    "load_state": "leaves the other ranks with stale weights under DDP and deadlocks under FSDP and DeepSpeed",
+    "load_state": "leaves the other ranks with stale weights under DDP and DeepSpeed ZeRO-1/2 and deadlocks under FSDP "
+    "and ZeRO-3",
     "save_model": "deadlocks under FSDP and DeepSpeed ZeRO-3, where gathering the weights needs every rank",
     "get_state_dict": "deadlocks under FSDP and DeepSpeed ZeRO-3, where gathering the weights needs every rank",
-    "state_dict": "deadlocks under FSDP, where a full state dict is gathered on every rank",
+    "state_dict": "deadlocks under FSDP1, where a full state dict is gathered on every rank, and under FSDP2 and "
+    "ZeRO-3 returns sharded or empty tensors",
 }
 
 
@@ -31,16 +33,22 @@ class RankGatedCheckpoint(Rule):
     helper called under such a guard.
 
     ## Why is this bad?
-    Under FSDP and DeepSpeed these calls gather shards from every rank, so a main-only
-    call deadlocks. Under DDP, a main-only `save_state` writes only
+    Under FSDP and DeepSpeed ZeRO-3 these calls gather shards from every rank, and under
+    DeepSpeed `save_state` is the engine's collective `save_checkpoint` at every stage, so a
+    main-only call deadlocks. Under DDP, a main-only `save_state` writes only
     `random_states_0.pkl` and a later `load_state` silently skips the RNG and step
     restore on the other ranks; a main-only `load_state` leaves them with stale weights.
     `accelerator.save(...)`, and `torch.save` of a state dict computed on every rank,
     are fine under the guard. A guard of the form `is_main_process or distributed_type ==
     DistributedType.DEEPSPEED` lets every rank in under DeepSpeed; the message then says that
-    only FSDP deadlocks. The backend claims follow accelerate 1.15's `save_state`/
-    `get_state_dict` sources for DDP, FSDP1/FSDP2 (state-dict gathering) and DeepSpeed (engine
-    `save_checkpoint`, ZeRO-3 parameter gathering); they were not run on GPUs here.
+    only FSDP deadlocks.
+
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al302_*`): a
+    main-only `save_state` hung under FSDP1/2 and ZeRO-2/3 and under DDP left a checkpoint
+    with rank 0's RNG state only; `save_model` and `get_state_dict` hung under FSDP and
+    ZeRO-3 and completed under DDP and ZeRO-2; `load_state` hung under FSDP and ZeRO-3 and
+    under DDP and ZeRO-2 left the replicas with different weights; `state_dict()` hung under
+    FSDP1 and returned DTensor shards under FSDP2 and empty tensors under ZeRO-3.
 
     ## Example
     ```python

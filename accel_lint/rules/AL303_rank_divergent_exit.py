@@ -37,6 +37,9 @@ class RankDivergentExit(Rule):
     threshold first, leaves the loop, and stops calling collectives; the other ranks block in
     the next all-reduce or barrier until the process-group timeout.
 
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al303_*`):
+    one rank leaving on its own loss hung every multi-process backend.
+
     ## Example
     ```python
     for batch in train_dl:

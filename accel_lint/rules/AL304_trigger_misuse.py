@@ -25,6 +25,9 @@ class TriggerMisuse(Rule):
     `set_trigger()` that is never checked leaves the flag set until some unrelated, later
     `check_trigger()` fires and ends training at the wrong moment.
 
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al304_*`): a
+    main-only `check_trigger()` hung every multi-process backend.
+
     ## Example
     ```python
     if accelerator.is_main_process:

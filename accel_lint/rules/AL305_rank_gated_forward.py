@@ -25,6 +25,11 @@ class RankGatedForward(Rule):
     others), so a forward on rank 0 alone waits for ranks that never come; FSDP and ZeRO-3
     all-gather the parameters on every forward, even through the unwrapped module.
 
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al305_*`): a
+    main-only `no_grad` forward after training hung under FSDP1/2 and ZeRO-3; under ZeRO-2
+    it completed; under DDP on NCCL the buffer broadcast was paired with the other rank's
+    barrier and the run went on (gloo hangs).
+
     ## Example
     ```python
     if accelerator.is_main_process:
@@ -83,9 +88,10 @@ class RankGatedForward(Rule):
                               tag="unwrapped")
             else:
                 yield Finding(call, f"`{model.code(call.func)}(...)` on the prepared model `{name}` runs "
-                                    f"{describe_guard(model, guard)}: the DDP forward broadcasts buffers (FSDP and "
-                                    f"ZeRO-3 all-gather parameters) and the other ranks never join; run it on every "
-                                    f"rank and keep only the logging guarded")
+                                    f"{describe_guard(model, guard)}: under FSDP and ZeRO-3 its parameter all-gather "
+                                    f"hangs, and under DDP its buffer broadcast is matched with the other ranks' next "
+                                    f"collective (a hang on gloo); run it on every rank and keep only the logging "
+                                    f"guarded")
 
 
 def _forward_target(model: FileModel, call: cst.Call):

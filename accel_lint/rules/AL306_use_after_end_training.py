@@ -24,6 +24,10 @@ class UseAfterEndTraining(Rule):
     `ValueError: Default process group has not been initialized` after the whole training
     run (Accelerate's official `no_trainer` examples shipped with this order).
 
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al306_*`): a
+    gather after `end_training()` raised `ValueError: Default process group has not been
+    initialized` on every multi-process backend.
+
     ## Example
     ```python
     accelerator.end_training()

@@ -27,6 +27,9 @@ _EFFECTS = {
     "state_dict": "prefixes every key with `module.` under DDP (loading it later fails with unexpected keys) and "
     "under FSDP/ZeRO-3 may return sharded or empty weights",
     "module": "exists only when the model is wrapped, so the same code crashes on one process",
+    # DeepSpeedEngine sets its own `config` (the DeepSpeed config dict) instead of forwarding it
+    "config": "has no `config` under DDP (AttributeError), and under DeepSpeed `config` is the engine's own "
+    "DeepSpeed configuration, not the model's (FSDP1 forwards it, FSDP2 adds no wrapper)",
     "_orig_mod": "exists only when the model is compiled and unwrapped",
 }
 
@@ -57,6 +60,14 @@ class MissingUnwrap(Rule):
     built with an FSDP1 plugin (`Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(...))`).
     Checked against accelerate 1.15 and
     torch 2.13 sources for DDP, FSDP1, FSDP2 and DeepSpeed.
+
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al501_*`):
+    `model.config`/`model.generate` raised AttributeError under DDP; under DeepSpeed
+    `model.config` is the engine's own DeepSpeed config (KeyError); under FSDP1 `generate`
+    failed on sharded parameters through the wrapper and through `unwrap_model` alike (wrap
+    it in `FullyShardedDataParallel.summon_full_params(model)`); under FSDP2 both worked.
+    `state_dict()` gave `module.` keys under DDP and DeepSpeed, DTensor shards under FSDP2,
+    empty tensors under ZeRO-3, and the full state dict under FSDP1.
 
     ## Example
     ```python

@@ -24,6 +24,10 @@ class RankLocalRebind(Rule):
     others hang in the all-reduce, or main trains unsynchronized), and under FSDP/ZeRO-3 the
     main process's module is no longer gathered.
 
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al502_*`):
+    the main process training its unwrapped model hung under DDP, raised under FSDP1, and
+    ran under FSDP2 (no wrapper) and ZeRO-2/3.
+
     ## Example
     ```python
     if accelerator.is_main_process:

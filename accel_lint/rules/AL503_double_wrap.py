@@ -18,6 +18,17 @@ _WRAPPERS = {
 }
 
 
+_STACKED = "stacked wrappers duplicate gradient hooks and save `module.module.` keys"
+_CONSEQUENCE = {
+    # DataParallel needs its module on device_ids[0] (cuda:0) while prepare() places each rank's copy on its own
+    # GPU: a RuntimeError under DDP, FSDP and DeepSpeed on 2 GPUs
+    "DataParallel": "DataParallel wants the module on the first GPU while `prepare()` puts each rank's copy on its own "
+    "(RuntimeError on several GPUs)",
+    "DistributedDataParallel": "gradients are all-reduced twice, ZeRO-3 and a single process fail, and keys are saved "
+    "as `module.module.`",
+}
+
+
 class DoubleWrap(Rule):
     """A model wrapped by hand and also prepared, or prepared again in a loop.
 
@@ -36,6 +47,11 @@ class DoubleWrap(Rule):
     each forward over every GPU the process sees; stacked DDP/FSDP wrappers register duplicate
     gradient hooks and save keys as `module.module.`; the outer wrapper hides `generate`,
     `save_pretrained` and friends.
+
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al503_*`):
+    `DataParallel` then `prepare` raised RuntimeError under DDP, FSDP and DeepSpeed (it ran
+    with one process); DDP by hand then `prepare` ran under DDP, FSDP and ZeRO-2 (gradients
+    all-reduced twice) and failed under ZeRO-3 and with one process.
 
     ## Example
     ```python
@@ -101,8 +117,8 @@ class DoubleWrap(Rule):
                 continue
             acc = model.accelerator_name_in(model.scope_of(call))
             yield Finding(call, f"`{model.code(wrapped)}` is wrapped by `{wrapper}` and also passed to `{acc}.prepare()`, "
-                                f"which already distributes it: stacked wrappers duplicate gradient hooks and save "
-                                f"`module.module.` keys; drop the manual wrapper")
+                                f"which already distributes it: {_CONSEQUENCE.get(wrapper, _STACKED)}; drop the "
+                                f"manual wrapper", tag=wrapper)
         for call in prepares:
             loop = model.enclosing_loop(call)
             if loop is None or _frees_memory(model, loop) or not _same_objects_each_pass(model, call, loop):

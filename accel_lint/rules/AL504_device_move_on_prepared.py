@@ -7,7 +7,16 @@ import libcst as cst
 from ..model import YES, FileModel
 from .base import Finding, Rule
 
-_CHANGES_PARAMETERS = {"cuda", "half", "bfloat16", "float", "double"}
+_HALF = ("casts the parameters to half precision under the wrapper: training runs without fp32 master weights or "
+         "loss scaling, and ZeRO-3's forward fails on mixed dtypes")
+_EFFECTS = {
+    "cuda": "moves the parameters the wrapper placed (and fails where the job runs on CPU)",
+    "half": _HALF,
+    "bfloat16": _HALF,
+    "float": "casts the parameters under the wrapper after `prepare()` set up their precision",
+    "double": "casts the parameters under the wrapper after `prepare()` set up their precision",
+}
+_CHANGES_PARAMETERS = set(_EFFECTS)
 
 
 class DeviceMoveOnPrepared(Rule):
@@ -26,6 +35,10 @@ class DeviceMoveOnPrepared(Rule):
     says never to change a model's parameters after wrapping it. FSDP and DeepSpeed own
     placement and offloading. `.cuda()` also breaks `ACCELERATE_USE_CPU` runs and non-CUDA
     devices. Casting for mixed precision is what `Accelerator(mixed_precision=...)` does.
+
+    Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al504_*`):
+    `.half()` after `prepare` made ZeRO-3's forward fail on mixed dtypes; under DDP, FSDP
+    and ZeRO-2 it ran, in pure half precision.
 
     ## Example
     ```python
@@ -78,9 +91,10 @@ class DeviceMoveOnPrepared(Rule):
             method = func.attr.value
             name = model.code(func.value)
             if method in _CHANGES_PARAMETERS:
-                yield Finding(call, f"`{name}.{method}()` on a prepared model changes the parameters under the "
-                                    f"DDP/FSDP/DeepSpeed wrapper, whose hooks and placement then no longer match; "
-                                    f"`prepare()` already placed it (use `mixed_precision=` for dtypes)")
+                effect = _EFFECTS[method]
+                yield Finding(call, f"`{name}.{method}()` on a prepared model {effect}; `prepare()` already placed it "
+                                    f"(use `mixed_precision=` for dtypes)",
+                              tag="half" if method in ("half", "bfloat16") else method)
             elif method == "to" and call.args:
                 targets = [model.code(a.value) for a in call.args]
                 if len(call.args) == 1 and call.args[0].keyword is None and \
