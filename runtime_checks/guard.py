@@ -1,7 +1,8 @@
 """In-rank recording of collectives: fingerprints, call sites, and the rank's own watchdog.
 
 ``install()`` wraps the ``torch.distributed`` collectives and Accelerate's collectives (the
-table in :mod:`accel_lint.collectives`) so that every collective a rank enters and leaves is
+table in :mod:`accel_lint.collectives`), and the places where DDP, FSDP (1 and 2) and DeepSpeed
+communicate on the user's behalf, so that every collective a rank enters and leaves is
 recorded as a small fingerprint and sent, in batches, to the out-of-band store queue. Only the outermost
 call is recorded: Accelerate's ``gather`` calling ``all_gather_into_tensor`` is one record,
 placed at the user's line. A background thread answers stack-dump requests, obeys an abort,
