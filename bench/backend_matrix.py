@@ -271,7 +271,10 @@ def merge(old: dict | None, new: dict) -> dict:
         return new
     keep = {(c["fixture"], c["config"], _mode(c)): c for c in old.get("cells", [])}
     keep.update({(c["fixture"], c["config"], _mode(c)): c for c in new["cells"]})
-    return dict(new, cells=sorted(keep.values(), key=lambda c: (c["fixture"], c["config"], _mode(c))))
+    merged = dict(new, cells=sorted(keep.values(), key=lambda c: (c["fixture"], c["config"], _mode(c))))
+    if old.get("notes"):
+        merged["notes"] = old["notes"]
+    return merged
 
 
 def _mode(cell: dict) -> str:
@@ -347,6 +350,8 @@ def render(data: dict) -> str:
                 text += f"; without the guard: {_plain_text(alone)}"
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
+    if data.get("notes"):
+        lines += ["", "## Notes on these runs", ""] + [f"- {note}" for note in data["notes"]]
     lines += ["", "## Details", ""]
     for name in names:
         for config in configs:
