@@ -129,15 +129,16 @@ def severity_under(d: Diagnostic, backend: Backend) -> str:
                     "save_state": "warning"}.get(tag, "error")
         if backend.distributed_type == "DEEPSPEED":
             return "info" if tag in ("save_model", "get_state_dict", "state_dict") else "error"
-    if code == "AL305" and tag != "unwrapped" and backend.distributed_type == "DEEPSPEED" and backend.zero_stage != 3:
-        return "info"  # ZeRO-1/2 shard no parameters: a main-only forward completed on 2 GPUs
-    if code == "AL305" and tag != "unwrapped" and backend.distributed_type == "MULTI_GPU":
-        return "warning"  # NCCL paired the buffer broadcast with the other rank's barrier and went on (gloo hangs)
     if code == "AL305" and tag == "unwrapped":
         if backend.sharded:
             return "error"
         if backend.distributed_type in ("MULTI_GPU", "MULTI_CPU"):
             return "info"  # main-only evaluation of the unwrapped model is fine under DDP
+    elif code == "AL305":
+        if backend.distributed_type == "DEEPSPEED" and backend.zero_stage != 3:
+            return "info"  # ZeRO-1/2 shard no parameters: a main-only forward completed on 2 GPUs
+        if backend.distributed_type == "MULTI_GPU":
+            return "warning"  # NCCL paired the buffer broadcast with the other rank's barrier and went on (gloo hangs)
     if code == "AL501" and tag == "state_dict" and backend.sharded:
         # FSDP1's wrapper returns the full, unprefixed state dict (measured with both state-dict types)
         return "info" if backend.fsdp1 else "error"
