@@ -193,6 +193,37 @@ def test_same_file_factory_and_caller_arguments():
     assert value_at(model, "dl", 9).kind == "loader"
 
 
+def test_values_reach_the_fixpoint_through_a_long_chain_of_helpers():
+    # each helper returns what the next one (defined below it) returns: every link needs the
+    # walk of the next, so a fixed number of whole-file walks (there were five) stopped short
+    links = "\n".join(f"def make_{i}():\n    return make_{i + 1}()" for i in range(8))
+    model = build(links + "\ndef make_8():\n    return Accelerator()\nacc = make_0()\nacc\n")
+    assert model.objects.converged
+    assert value_at(model, "acc", 20).is_acc
+
+
+def test_the_fixpoint_walks_again_only_the_scopes_whose_facts_changed():
+    # 40 methods of one class read self.accelerator, which __init__ (walked first) binds: one
+    # walk each, and one more of __init__, which read the attribute before it bound it
+    methods = "".join(f"    def m{i}(self):\n        self.accelerator.wait_for_everyone()\n" for i in range(40))
+    model = build("from accelerate import Accelerator\nclass T:\n    def __init__(self):\n"
+                  "        self.accelerator = Accelerator()\n" + methods)
+    assert model.objects.walk_count == 1 + 41 + 1
+    # a value the walks must revisit: prepared in the last method, read in the first
+    model = build("""
+    from accelerate import Accelerator
+    class T:
+        def evaluate(self):
+            self.loader
+        def setup(self, loader):
+            self.accelerator = Accelerator()
+            self.loader = self.accelerator.prepare(loader)
+    """)
+    assert value_at(model, "self.loader", 5).prepared == YES
+    # evaluate once more for the prepared loader, setup for the attributes it assigns
+    assert model.objects.walk_count == 1 + 2 + 2
+
+
 # -- rank predicates and regions ------------------------------------------------------------------
 
 RANK_SOURCE = """

@@ -137,6 +137,41 @@ def _kind_from_name(name: str | None) -> str | None:
     return None
 
 
+MAX_WALKS_PER_SCOPE = 15
+
+
+def _changed_keys(before: Env, after: Env) -> list[str]:
+    if before == after:
+        return []
+    return [key for key in before.keys() | after.keys() if before.get(key) != after.get(key)]
+
+
+def _passed_on(returned: Value | None) -> Value | None:
+    """What a call of a same-file function evaluates to, from what the function returns: only an
+    accelerator, a prepared object or a tuple of values is passed on to the caller."""
+    if returned is not None and (returned.is_acc or returned.prepared != NO or returned.elements is not None):
+        return returned
+    return None
+
+
+@dataclass
+class _ScopeWalk:
+    """What one walk of one scope recorded and produced."""
+
+    values: dict = field(default_factory=dict)  # name or attribute read -> what it holds there
+    prepare_calls: list = field(default_factory=list)
+    acc_constructors: list = field(default_factory=list)
+    prepared_origins: set = field(default_factory=set)
+    passed: dict = field(default_factory=dict)  # called function -> parameter -> values passed
+    class_binds: list = field(default_factory=list)  # (class, "self.<attr>", value), in order
+    returns: Value | None = None
+    has_return: bool = False
+    return_exprs: list = field(default_factory=list)
+    final_env: Env = field(default_factory=dict)
+    prepares_grew: bool = False  # the function prepares a parameter it was not known to
+    reads: set = field(default_factory=set)  # the facts the walk read (see ObjectTracker._run)
+
+
 class ObjectTracker:
     """Runs the flow walk over every scope of a file and answers value queries."""
 
@@ -158,69 +193,140 @@ class ObjectTracker:
         self.prepare_calls: list[cst.Call] = []
         self.prepared_origins: set[cst.CSTNode] = set()  # creation expressions that reached prepare()
         self.acc_constructors: list[cst.Call] = []
-        self._pending_params: dict[cst.FunctionDef, dict[str, list[Value]]] = {}
-        self._pending_class: dict[str, Env] = {}
+        self.walk_count = 0  # scope walks the fixpoint took
+        self.converged = True  # False: some scope still read a changed fact after its last walk
         self._scope: ScopeNode = index.module
+        self._current: _ScopeWalk | None = None
         self._run()
 
     # -- driver ------------------------------------------------------------------
     def _run(self) -> None:
-        """Walk every scope until the summaries the walk reads equal those it produced:
-        then the last walk's recordings are the answer (at most five walks)."""
+        """Walk every scope once, in source order, then again only the scopes that read a fact
+        (a function's returns or parameters, a class's ``self.<attr>`` bindings, an enclosing
+        scope's final bindings) that changed since they read it, until nothing changes: the
+        fixpoint of what the walks read and produce. Every scope is walked at most
+        ``MAX_WALKS_PER_SCOPE`` times, so that a fact that keeps changing cannot loop."""
         scopes: list[ScopeNode] = [self.index.module, *self.index.functions]
-        before = self._snapshot()
-        for _ in range(5):
-            self._walk_all(scopes)
-            after = self._snapshot()
-            if after == before:
-                break
-            before = after
+        self._order = {scope: i for i, scope in enumerate(scopes)}
+        self._walks: dict[ScopeNode, _ScopeWalk] = {}
+        readers: dict[tuple, set[ScopeNode]] = {}
+        self._callers: dict[cst.FunctionDef, set[ScopeNode]] = {}  # who passes arguments to a function
+        self._setters: dict[str, set[ScopeNode]] = {}  # who binds self.<attr> of a class
+        walked: dict[ScopeNode, int] = {}
+        round_ = scopes  # each round walks its scopes in source order: outer scopes first
+        while round_:
+            position = {scope: i for i, scope in enumerate(round_)}
+            later: set[ScopeNode] = set()  # to walk in the next round
+            for i, scope in enumerate(round_):
+                walked[scope] = walked.get(scope, 0) + 1
+                before = self._walks.get(scope)
+                after = self._walk_scope(scope)
+                for fact in after.reads:
+                    readers.setdefault(fact, set()).add(scope)
+                for fact in self._publish(scope, before, after):
+                    for reader in readers.get(fact, ()):
+                        # a reader still ahead in this round reads the new fact anyway
+                        if position.get(reader, -1) > i:
+                            continue
+                        if walked[reader] < MAX_WALKS_PER_SCOPE:
+                            later.add(reader)
+                        else:
+                            self.converged = False
+            round_ = sorted(later, key=self._order.__getitem__)
+        self.walk_count = sum(walked.values())
+        self._collect(scopes)
 
-    def _snapshot(self):
-        def env_items(env: Env):
-            return tuple(sorted(env.items(), key=lambda kv: kv[0]))
+    def _walk_scope(self, scope: ScopeNode) -> _ScopeWalk:
+        walk = _ScopeWalk()
+        prepares_before = len(self.summaries[scope].prepares_params) if scope in self.summaries else 0
+        self._scope, self._current = scope, walk
+        env = self._entry_env(scope)
+        end = self._block(self.index.body_of(scope), env)
+        walk.final_env = end if end is not None else env
+        self._current = None
+        walk.prepares_grew = scope in self.summaries and len(self.summaries[scope].prepares_params) > prepares_before
+        return walk
 
-        return (
-            tuple((f, s.returns, env_items(s.params), frozenset(s.prepares_params)) for f, s in self.summaries.items()),
-            tuple(sorted((c, env_items(e)) for c, e in self.class_attrs.items())),
-            tuple((scope, env_items(env)) for scope, env in self.final_envs.items()),
-        )
+    def _publish(self, scope: ScopeNode, before: _ScopeWalk | None, after: _ScopeWalk) -> list[tuple]:
+        """Store a scope's walk; the facts it changed, for the scopes that read them."""
+        self._walks[scope] = after
+        self.final_envs[scope] = after.final_env
+        changed: list[tuple] = []
+        changed.extend(("env", scope, key) for key in _changed_keys(before.final_env if before else {}, after.final_env))
+        if isinstance(scope, cst.FunctionDef):
+            summary = self.summaries[scope]
+            summary.return_exprs = after.return_exprs  # read only once the walks are over
+            if _passed_on(summary.returns) != _passed_on(after.returns):
+                changed.append(("returns", scope))
+            summary.returns = after.returns
+            if after.prepares_grew:
+                changed.append(("prepares", scope))
+        for target in set(after.passed) | set(before.passed if before else ()):
+            (self._callers.setdefault(target, set()).add if target in after.passed
+             else self._callers.get(target, set()).discard)(scope)
+            if before is None or before.passed.get(target) != after.passed.get(target):
+                params = self._params_passed(target)
+                if params != self.summaries[target].params:
+                    self.summaries[target].params = params
+                    changed.append(("params", target))
+        for cls in {c for c, _, _ in after.class_binds} | {c for c, _, _ in (before.class_binds if before else ())}:
+            setters = self._setters.setdefault(cls, set())
+            if any(c == cls for c, _, _ in after.class_binds):
+                setters.add(scope)
+            else:
+                setters.discard(scope)
+            attrs = self._class_bindings(cls)
+            changed.extend(("class", cls, key) for key in _changed_keys(self.class_attrs.get(cls, {}), attrs))
+            self.class_attrs[cls] = attrs
+        return changed
 
-    def _walk_all(self, scopes: list[ScopeNode]) -> None:
-        self.values = {}
-        self.prepare_calls = []
-        self.acc_constructors = []
-        self.prepared_origins = set()
-        self._pending_params = {}
-        self._pending_class = {}
-        returns: dict[cst.FunctionDef, Value | None] = {}
-        return_exprs: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
-        self._returns = returns
-        self._return_exprs = return_exprs
+    def _params_passed(self, target: cst.FunctionDef) -> Env:
+        """What every caller passes for each parameter of ``target``, merged in source order."""
+        pending: dict[str, list[Value]] = {}
+        for caller in sorted(self._callers.get(target, ()), key=self._order.__getitem__):
+            for name, vals in self._walks[caller].passed.get(target, {}).items():
+                pending.setdefault(name, []).extend(vals)
+        params: Env = {}
+        for name, vals in pending.items():
+            merged = vals[0]
+            for v in vals[1:]:
+                merged = merge(merged, v)
+            # an unprepared loader travels too: a helper that iterates what every caller
+            # passes it iterates an unsharded loader
+            if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind == "loader"):
+                params[name] = merged
+        return params
+
+    def _class_bindings(self, cls: str) -> Env:
+        """``self.<attr>`` of a class as its methods bind them, in source order: the first binding,
+        unless a later one is prepared or an accelerator (prepared in any method makes the
+        attribute prepared in every method)."""
+        attrs: Env = {}
+        for setter in sorted(self._setters.get(cls, ()), key=self._order.__getitem__):
+            for c, key, value in self._walks[setter].class_binds:
+                if c == cls and (key not in attrs or value.prepared == YES or value.is_acc):
+                    attrs[key] = value
+        return attrs
+
+    def _collect(self, scopes: list[ScopeNode]) -> None:
+        """The answer: every scope's last walk, in source order."""
+        self.values, self.prepare_calls, self.acc_constructors, self.prepared_origins = {}, [], [], set()
         for scope in scopes:
-            self._scope = scope
-            env = self._entry_env(scope)
-            end = self._block(self.index.body_of(scope), env)
-            self.final_envs[scope] = end if end is not None else env
-        for f, summary in self.summaries.items():
-            summary.returns = returns.get(f)
-            summary.return_exprs = return_exprs.get(f, [])
-            pending = self._pending_params.get(f, {})
-            summary.params = {}
-            for name, vals in pending.items():
-                merged = vals[0]
-                for v in vals[1:]:
-                    merged = merge(merged, v)
-                # an unprepared loader travels too: a helper that iterates what every caller
-                # passes it iterates an unsharded loader
-                if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind == "loader"):
-                    summary.params[name] = merged
-        self.class_attrs = {c: dict(e) for c, e in self._pending_class.items()}
+            walk = self._walks[scope]
+            self.values.update(walk.values)
+            self.prepare_calls.extend(walk.prepare_calls)
+            self.acc_constructors.extend(walk.acc_constructors)
+            self.prepared_origins |= walk.prepared_origins
+
+    def _read(self, fact: tuple) -> None:
+        if self._current is not None:
+            self._current.reads.add(fact)
 
     def _entry_env(self, scope: ScopeNode) -> Env:
         env: Env = {}
         if isinstance(scope, cst.FunctionDef):
             summary = self.summaries[scope]
+            self._read(("params", scope))
             for param in self.index.functions[scope].params:
                 name = param.name.value
                 ann = dotted_name(param.annotation.annotation) if param.annotation else None
@@ -247,12 +353,14 @@ class ObjectTracker:
         if head == "self" or head == "cls":
             cls = self.index.class_of(scope)
             if cls is not None:
+                self._read(("class", cls.name, key))
                 attrs = self.class_attrs.get(cls.name, {})
                 if key in attrs:
                     return attrs[key]
         if head in env:
             return None  # a local shadows outer bindings
         for outer_scope in self.index.enclosing_scopes(scope):
+            self._read(("env", outer_scope, key))
             outer = self.final_envs.get(outer_scope, {})
             if key in outer:
                 return outer[key]
@@ -352,8 +460,9 @@ class ObjectTracker:
                 return None
         target = self.index.resolve_call(call)
         if target is not None:
-            returned = self.summaries[target].returns
-            if returned is not None and (returned.is_acc or returned.prepared != NO or returned.elements is not None):
+            self._read(("returns", target))
+            returned = _passed_on(self.summaries[target].returns)
+            if returned is not None:
                 return returned
         name = dotted_name(func) or ""
         short = name.split(".")[-1]
@@ -374,8 +483,8 @@ class ObjectTracker:
     def _prepared(self, call: cst.Call, arg: cst.BaseExpression, kind: str | None, env: Env) -> Value:
         inner = self.value_of(arg, env)
         if inner is not None:
-            self.prepared_origins.update(inner.origins())
-        self.prepared_origins.add(arg)
+            self._current.prepared_origins.update(inner.origins())
+        self._current.prepared_origins.add(arg)
         if kind is None:
             kind = (inner.kind if inner else None) or _kind_from_name(dotted_name(arg)) or "unknown"
         not_wrapped = bool(inner and inner.frozen) or any(
@@ -396,7 +505,7 @@ class ObjectTracker:
             if v is None and self._named_like_accelerator(expr) and not self.is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
             if v is not None:
-                self.values[expr] = v
+                self._current.values[expr] = v
         for call in self.index.calls_in(node):
             self._note_call(call, env)
 
@@ -409,18 +518,18 @@ class ObjectTracker:
 
     def _note_call(self, call: cst.Call, env: Env) -> None:
         if self.is_acc_constructor(call):
-            self.acc_constructors.append(call)
+            self._current.acc_constructors.append(call)
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             owner = self.value_of(func.value, env)
             if owner is not None and owner.is_acc and method in PREPARE_METHODS:
-                self.prepare_calls.append(call)
+                self._current.prepare_calls.append(call)
                 for arg in call.args:
                     inner = self.value_of(arg.value, env)
                     if inner is not None:
-                        self.prepared_origins.update(inner.origins())
-                    self.prepared_origins.add(arg.value)
+                        self._current.prepared_origins.update(inner.origins())
+                    self._current.prepared_origins.add(arg.value)
                     if isinstance(self._scope, cst.FunctionDef):
                         pname = dotted_name(arg.value)
                         if pname and pname in {p.name.value for p in self.index.functions[self._scope].params}:
@@ -435,7 +544,8 @@ class ObjectTracker:
             names = [p.name.value for p in params]
             if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
                 names = names[1:]
-            pending = self._pending_params.setdefault(target, {})
+            pending = self._current.passed.setdefault(target, {})
+            self._read(("prepares", target))
             for i, arg in enumerate(call.args):
                 if arg.star:
                     break
@@ -447,8 +557,8 @@ class ObjectTracker:
                 if pname in self.summaries[target].prepares_params:
                     inner = self.value_of(arg.value, env)
                     if inner is not None and inner.origin is not None:
-                        self.prepared_origins.add(inner.origin)
-                    self.prepared_origins.add(arg.value)
+                        self._current.prepared_origins.add(inner.origin)
+                    self._current.prepared_origins.add(arg.value)
 
     def _bind(self, target: cst.BaseExpression, value: Value | None, env: Env) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -479,11 +589,7 @@ class ObjectTracker:
         if key.startswith("self.") and isinstance(self._scope, cst.FunctionDef):
             cls = self.index.class_of(self._scope)
             if cls is not None:
-                attrs = self._pending_class.setdefault(cls.name, {})
-                old = attrs.get(key)
-                # prepared in any method makes the attribute prepared in every method
-                if old is None or value.prepared == YES or value.is_acc:
-                    attrs[key] = value
+                self._current.class_binds.append((cls.name, key, value))
 
     def _assign(self, targets: list[cst.BaseExpression], value_expr: cst.BaseExpression, env: Env) -> None:
         call = value_expr if isinstance(value_expr, cst.Call) else None
@@ -620,9 +726,10 @@ class ObjectTracker:
         elif isinstance(small, cst.Return):
             if isinstance(self._scope, cst.FunctionDef) and small.value is not None:
                 v = self.value_of(small.value, env)
-                prev = self._returns.get(self._scope, v) if self._scope in self._returns else v
-                self._returns[self._scope] = v if prev is v else merge(prev, v)
-                self._return_exprs.setdefault(self._scope, []).append(small.value)
+                walk = self._current
+                walk.returns = merge(walk.returns, v) if walk.has_return and walk.returns is not v else v
+                walk.has_return = True
+                walk.return_exprs.append(small.value)
             return None
         elif isinstance(small, (cst.Raise, cst.Break, cst.Continue)):
             return None
