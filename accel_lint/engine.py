@@ -30,6 +30,8 @@ from .rules import all_rules, rule_table
 if TYPE_CHECKING:
     import libcst as cst
 
+    from .reparse import Layout, Reparser
+
     from .rules.base import Fix, Rule
 
 ENGINE_RULES = {"AL001", "AL002"}  # reported by the engine itself, not by a rule's check()
@@ -71,10 +73,11 @@ class LintResult:
 
 def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None,
                 want_fixes: bool = False, external: dict | None = None, cache_only: bool = False,
-                incoming: dict | None = None) -> LintResult | None:
+                incoming: dict | None = None, reparser: Reparser | None = None) -> LintResult | None:
     """Lint one file's contents. ``rules`` defaults to every enabled rule. ``external``: what the
     functions this file imports from other modules of the tree do (see :func:`lint_paths`).
-    ``cache_only``: return the cached result, or ``None`` instead of analysing."""
+    ``cache_only``: return the cached result, or ``None`` instead of analysing. ``reparser``: parse
+    an edit of the file this reparser saw last by re-parsing only the statement it changed."""
     result = LintResult(files_checked=1, path=path)
     data = source.encode("utf-8") if isinstance(source, str) else source
     if len(data) > config.max_file_size:
@@ -103,7 +106,7 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
     if cache_only:
         return None
     enabled = [r for r in (rules if rules is not None else all_rules()) if r.code in codes]
-    _lint_parsed(data, path, config, enabled, result, want_fixes, external, incoming)
+    _lint_parsed(data, path, config, enabled, result, want_fixes, external, incoming, reparser)
     if cache is not None:
         cache.put(key, result.diagnostics, result.errors, result.notices, result.summary, result.imports,
                   result.passes)
@@ -116,10 +119,11 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
 
 
 def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
-                 want_fixes: bool = False, external: dict | None = None, incoming: dict | None = None) -> None:
+                 want_fixes: bool = False, external: dict | None = None, incoming: dict | None = None,
+                 reparser: Reparser | None = None) -> None:
     """Parse, build the model, run the rules; everything goes into ``result``."""
     with _no_cyclic_gc():
-        _parse_and_analyse(data, path, config, enabled, result, want_fixes, external, incoming)
+        _parse_and_analyse(data, path, config, enabled, result, want_fixes, external, incoming, reparser)
 
 
 def _no_validation(node) -> None:
@@ -155,11 +159,16 @@ def _no_cyclic_gc():
 
 
 def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[type[Rule]], result: LintResult,
-                       want_fixes: bool, external: dict | None = None, incoming: dict | None = None) -> None:
+                       want_fixes: bool, external: dict | None = None, incoming: dict | None = None,
+                       reparser: Reparser | None = None) -> None:
     import libcst as cst
 
+    layout = None
     try:
-        module = _parse_trusted(data)
+        if reparser is not None:
+            module, layout = reparser.parse(path, data)
+        else:
+            module = _parse_trusted(data)
     except cst.ParserSyntaxError as exc:
         position = _syntax_error_position(data, exc)
         if position is None:  # valid Python that libcst's parser cannot handle (e.g. its nesting limit)
@@ -181,7 +190,7 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
         return
     try:
         with _deep_recursion():
-            _analyse(module, data, path, config, enabled, result, external, incoming)
+            _analyse(module, data, path, config, enabled, result, external, incoming, layout)
     except RecursionError:
         # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
         result.diagnostics = []
@@ -193,11 +202,14 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
         result.module = module
     else:
         result.fixes = []
+        if result.model is not None:
+            result.model.release()
         result.model = None
 
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
-             result: LintResult, external: dict | None = None, incoming: dict | None = None) -> None:
+             result: LintResult, external: dict | None = None, incoming: dict | None = None,
+             layout: Layout | None = None) -> None:
     """Model once, then every enabled rule; an exception in one rule is that rule's internal error.
     Suppression comments are applied here, and AL002 reports the ones that suppressed nothing."""
     import libcst as cst
@@ -205,7 +217,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     from .model import FileModel
 
     try:
-        model = FileModel(module, config.accelerator_names, external, incoming)
+        model = FileModel(module, config.accelerator_names, external, incoming, layout)
     except RecursionError:
         raise
     except Exception as exc:  # an analysis bug must not stop the run
@@ -339,7 +351,8 @@ def lint_file(path: Path, config: Config) -> LintResult:
     return lint_source(data, display, config)
 
 
-def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = False, external: dict | None = None):
+def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = False, external: dict | None = None,
+                  reparser: Reparser | None = None):
     """Lint a notebook's code cells as one module; positions come back as (cell, line).
     With ``want_fixes`` the parsed notebook is returned too: ``(result, notebook)``."""
     from . import notebooks
@@ -349,7 +362,8 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     except (UnicodeDecodeError, notebooks.NotebookError) as exc:
         result = LintResult(errors=[FileError(path, f"cannot read notebook: {exc}; skipped")], files_checked=1)
         return (result, None) if want_fixes else result
-    result = lint_source(notebook.module.encode("utf-8"), path, config, want_fixes=want_fixes, external=external)
+    result = lint_source(notebook.module.encode("utf-8"), path, config, want_fixes=want_fixes, external=external,
+                         reparser=reparser)
     result.diagnostics = [_to_cell(d, notebook) for d in result.diagnostics]
     result.fixes = [(_to_cell(d, notebook), fix) for d, fix in result.fixes]
     result.notices = [replace(n, message=_cell_lines(n.message, notebook, None)) for n in result.notices]

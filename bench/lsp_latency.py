@@ -12,9 +12,12 @@
 * **hour**: both files open, ``--hour-edits`` edits (one a second for an hour of typing, sent
   back to back), one in 60 to trainer.py; the server's RSS is sampled every 100 edits.
 
-Each edit appends the edit's number to a comment on a line in the middle of the file (the file
-stays valid Python and the content is new each time, so nothing is served from a memo); the
-next edit is sent once the previous one's diagnostics arrived. The latency includes the
+Each edit rewrites a statement that the bench inserted in a function in the middle of the file,
+``edits = <number>`` (the code changes, the file stays valid Python and the content is new each
+time, so nothing is served from a memo); the next edit is sent once the previous one's
+diagnostics arrived. **trainer_finding** edits trainer.py the same way with a statement that
+is a finding (a ``wait_for_everyone()`` under ``if self.accelerator.is_main_process``), so that
+every lint also resolves the position of a diagnostic. The latency includes the
 server's debounce. A client written with pygls runs the server as ``python -m accel_lint
 server``. Writes bench/results/lsp_latency.json. Not a test.
 """
@@ -22,6 +25,7 @@ server``. Writes bench/results/lsp_latency.json. Not a test.
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import json
 import os
@@ -39,6 +43,7 @@ REPO = HERE.parent
 SMALL = REPO / "fixtures" / "lsp" / "train.py"
 TRAINER = "transformers/trainer.py"
 TARGETS_MS = {"small": 50.0, "trainer": 300.0}
+FINDING = "if self.accelerator.is_main_process and {n} >= 0: self.accelerator.wait_for_everyone()"
 
 
 class Client(LanguageClient):
@@ -74,18 +79,25 @@ class Client(LanguageClient):
 
 
 class Editor:
-    """One open file and the edits typed into it."""
+    """One open file and the edits typed into it: a statement inserted in the middle of the file
+    (before the first simple statement of a function body at or after its middle line, with
+    that statement's indentation), rewritten by every edit. ``template`` is the statement, with
+    ``{n}`` for the edit's number."""
 
-    def __init__(self, client: Client, path: Path) -> None:
+    def __init__(self, client: Client, path: Path, template: str = "edits = {n}") -> None:
         self.client, self.path, self.uri = client, path, path.as_uri()
-        self.lines = path.read_text(encoding="utf-8").split("\n")
+        text = path.read_text(encoding="utf-8")
+        self.lines = text.split("\n")
         self.version = 1
-        # a line in the middle that a comment can end
+        self.template = template
         middle = len(self.lines) // 2
-        self.line = next(i for i in range(middle, len(self.lines))
-                         if self.lines[i].strip() and not self.lines[i].rstrip().endswith(("\\", ",", "(", "[", "{"))
-                         and '"""' not in self.lines[i] and "'''" not in self.lines[i] and "#" not in self.lines[i])
-        self.base = len(self.lines[self.line])
+        anchor = min(
+            (stmt for fn in ast.walk(ast.parse(text)) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for stmt in fn.body if isinstance(stmt, (ast.Assign, ast.Expr)) and stmt.lineno > middle),
+            key=lambda stmt: stmt.lineno)
+        self.line = anchor.lineno - 1
+        self.indent = " " * anchor.col_offset
+        self.lines.insert(self.line, self.indent + template.format(n=0))
 
     async def open(self) -> float:
         waiter = self.client.expect(self.uri, self.version)
@@ -95,22 +107,27 @@ class Editor:
         await asyncio.wait_for(waiter, 600)
         return time.perf_counter() - start
 
+    async def close(self) -> None:
+        self.client.text_document_did_close(types.DidCloseTextDocumentParams(
+            types.TextDocumentIdentifier(uri=self.uri)))
+        self.version = 1
+
     async def edit(self, number: int) -> float:
-        """Replace the comment at the end of the line with ``# edit <number>``; seconds until published."""
+        """Rewrite the inserted statement with ``number``; seconds until its diagnostics came
+        (their count is left in ``self.diagnostics``)."""
         current = self.lines[self.line]
-        new_tail = f"  # edit {number}"
-        start_char = self.base
-        self.lines[self.line] = current[: self.base] + new_tail
+        new = self.indent + self.template.format(n=number)
+        self.lines[self.line] = new
         self.version += 1
         waiter = self.client.expect(self.uri, self.version)
         start = time.perf_counter()
         self.client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
             content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=types.Position(line=self.line, character=start_char),
+                range=types.Range(start=types.Position(line=self.line, character=0),
                                   end=types.Position(line=self.line, character=len(current))),
-                text=new_tail)]))
-        await asyncio.wait_for(waiter, 600)
+                text=new)]))
+        self.diagnostics = await asyncio.wait_for(waiter, 600)
         return time.perf_counter() - start
 
 
@@ -194,6 +211,19 @@ async def run(args) -> dict:
     results["trainer"]["lines"] = len(trainer.lines)
     results["trainer"]["engine_alone_median_ms"] = engine_floor_ms(trainer_path, 5)
     print("trainer.py:", results["trainer"])
+    await trainer.close()
+
+    finding = Editor(client, trainer_path, FINDING)
+    await finding.open()
+    for i in range(3):
+        await finding.edit(-1 - i)
+    results["trainer_finding"] = summary([await finding.edit(i) for i in range(args.trainer_edits)],
+                                         TARGETS_MS["trainer"])
+    results["trainer_finding"]["diagnostics"] = finding.diagnostics
+    print("trainer.py with a finding:", results["trainer_finding"])
+    await finding.close()
+    trainer = Editor(client, trainer_path)
+    await trainer.open()
 
     if not args.skip_hour:
         small = Editor(client, SMALL)  # both open in one server

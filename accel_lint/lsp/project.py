@@ -8,7 +8,8 @@ content, configuration and context, so an edit analyses again only the edited fi
 files whose context it changed: editing ``engine.py`` relints an open ``train.py`` that imports
 a helper whose collectives changed, and nothing else. Open documents whose modules do not meet
 the edited one's are not looked at at all. Memory stays bounded: only the modules some open
-document reaches are kept, a few results each, and never a syntax tree.
+document reaches are kept, a few results each, and the last syntax tree of each (which the next
+edit re-parses only in part: :mod:`accel_lint.reparse`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from pathlib import Path
 
 from ..config import Config, ConfigError, find_pyproject, load_config
 from ..diagnostics import Diagnostic, FileError, Notice
-from ..engine import LintResult, _across_modules, _module_files, lint_notebook, lint_source
+from ..engine import (LintResult, _across_modules, _module_files, _no_cyclic_gc, _parse_trusted, lint_notebook,
+                      lint_source)
+from ..reparse import Reparser
 from .documents import Document
 
 MAX_MODULES = 256  # modules beyond the open documents one lint may read (imports of imports)
@@ -114,6 +117,7 @@ class Project:
         self.roots = [os.path.abspath(r) for r in roots or []]  # workspace folders: imports resolve inside them
         self.configs = Configs()
         self._memo: dict[str, OrderedDict[tuple, _Entry]] = {}
+        self.reparser = Reparser(_parse_trusted)  # the last tree of each file, to re-parse only what an edit changed
         self._disk: dict[str, tuple[tuple[int, int], bytes, str]] = {}
         self._last: dict[str, _Last] = {}  # by document URI: what its last lint saw and said
 
@@ -252,16 +256,22 @@ class Project:
         if hit is not None:
             memo.move_to_end(key)
             return hit
-        if notebook:
-            result, _ = lint_notebook(data, path, config, want_fixes=True, external=external or None)
-        else:
-            result = lint_source(data, path, config, want_fixes=True, external=external or None,
-                                 incoming=incoming or None)
-        internal.extend(e for e in result.errors if e.internal)
-        fixes = {d: FixInfo(f.applicability, f.description, f.refusal) for d, f in result.fixes}
-        # the syntax tree and the fixes' nodes are what weighs: an action re-runs the fix checks anyway
-        result.module = result.model = None
-        result.fixes = []
+        # the model is released before the cyclic collector runs again: else its first collection
+        # walks everything the lint allocated, still alive
+        with _no_cyclic_gc():
+            if notebook:
+                result, _ = lint_notebook(data, path, config, want_fixes=True, external=external or None,
+                                          reparser=self.reparser)
+            else:
+                result = lint_source(data, path, config, want_fixes=True, external=external or None,
+                                     incoming=incoming or None, reparser=self.reparser)
+            internal.extend(e for e in result.errors if e.internal)
+            fixes = {d: FixInfo(f.applicability, f.description, f.refusal) for d, f in result.fixes}
+            # the syntax tree and the fixes' nodes are what weighs: an action re-runs the fix checks anyway
+            if result.model is not None:
+                result.model.release()
+            result.module = result.model = None
+            result.fixes = []
         entry = memo[key] = _Entry(result, fixes)
         while len(memo) > MEMO_PER_FILE:
             memo.popitem(last=False)
@@ -271,6 +281,7 @@ class Project:
         """Only the modules some open document reaches stay in memory."""
         for path in [p for p in self._memo if p not in keep]:
             del self._memo[path]
+        self.reparser.forget(keep)
         for path in [p for p in self._disk if p not in keep]:
             del self._disk[path]
 

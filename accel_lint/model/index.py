@@ -21,6 +21,7 @@ ScopeNode = cst.Module | cst.FunctionDef
 # times cheaper than isinstance on libcst's ABC-based classes, and these run per node.
 _NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _NAME_READS = frozenset({cst.Name, cst.Attribute})
+_POST_ORDER_STOPS = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.IndentedBlock})
 
 
 @dataclass
@@ -235,15 +236,18 @@ class FileIndex:
             return cached
         out: list[cst.Call] = []
         children = self.children
-
-        def visit(n: cst.CSTNode) -> None:
-            for child in children.get(n, ()):
-                if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.IndentedBlock)):
-                    visit(child)
-            if isinstance(n, cst.Call):
-                out.append(n)
-
-        visit(node)
+        # iterative post-order (a recursive closure would be cyclic garbage on every call)
+        stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                if type(n) is cst.Call:
+                    out.append(n)
+                continue
+            stack.append((n, True))
+            for child in reversed(children.get(n, ())):
+                if type(child) not in _POST_ORDER_STOPS:
+                    stack.append((child, False))
         self._post_order[node] = out
         return out
 

@@ -1,0 +1,189 @@
+"""Re-parsing only the statement an edit touched gives the tree, positions and findings of a
+full parse (accel_lint.reparse, used by the language server)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from accel_lint.config import Config
+from accel_lint.engine import _parse_trusted, lint_source
+from accel_lint.reparse import Layout, Reparser
+
+SOURCE = textwrap.dedent('''\
+    # a header comment
+    """A trainer, in the shape of the large ones."""
+    import os
+
+    from accelerate import Accelerator
+
+
+    def make_loader(ds):
+        return DataLoader(ds, batch_size=8)
+
+
+    class Trainer:
+        """Docstring
+    at column 0, and
+            indented more."""
+
+        def __init__(self, model, ds):
+            self.accelerator = Accelerator()
+            self.model = self.accelerator.prepare(model)
+            self.loader = make_loader(ds)
+
+        @property
+        def is_main(self):
+            return self.accelerator.is_main_process
+
+        def train(self):
+            for batch in self.loader:  # a comment
+                loss = self.model(batch)
+                self.accelerator.backward(loss)
+            if self.accelerator.is_main_process:
+                self.accelerator.save_state("out")
+
+        def evaluate(self):
+            total = (1 +
+                2)
+            return total
+        # a trailing comment of the class
+
+
+    if __name__ == "__main__":
+        Trainer(None, []).train()
+''')
+
+
+def _full(data: bytes) -> cst.Module:
+    return _parse_trusted(data)
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def test_an_edit_inside_a_method_parses_only_that_method():
+    reparser = Reparser(_full)
+    old, _ = reparser.parse("t.py", SOURCE.encode())
+    edited = SOURCE.replace("loss = self.model(batch)", "loss = self.model(batch, step=1)")
+    new, layout = reparser.parse("t.py", edited.encode())
+    assert reparser.reparsed == 1
+    assert new.code == edited
+    assert new.deep_equals(_full(edited.encode()))
+    # every other statement is the old tree's very node
+    old_class = next(s for s in old.body if isinstance(s, cst.ClassDef))
+    new_class = next(s for s in new.body if isinstance(s, cst.ClassDef))
+    kept = [a is b for a, b in zip(old_class.body.body, new_class.body.body)]
+    assert kept == [True, True, True, False, True]
+    assert all(a is b for a, b in zip(old.body, new.body) if not isinstance(a, cst.ClassDef))
+
+
+@pytest.mark.parametrize("edit", [
+    # a change that spans two methods
+    lambda s: s.replace("        return self.accelerator.is_main_process\n\n    def train(self):",
+                        "        return self.accelerator.is_local_main_process\n\n    def train(self, steps=1):"),
+    # a new statement at the end of a class body, after its trailing comment
+    lambda s: s.replace("    # a trailing comment of the class\n", "    # a trailing comment of the class\n    x = 1\n"),
+    # a method split into two
+    lambda s: s.replace("            2)\n        return total", "            2)\n    def extra(self):\n        return 0"),
+    # the header comment
+    lambda s: s.replace("# a header comment", "# another header comment"),
+])
+def test_edits_that_a_statement_alone_cannot_hold_parse_the_whole_file(edit):
+    reparser = Reparser(_full)
+    reparser.parse("t.py", SOURCE.encode())
+    edited = edit(SOURCE)
+    assert edited != SOURCE
+    new, _ = reparser.parse("t.py", edited.encode())
+    assert reparser.reparsed == 0
+    assert new.code == edited
+
+
+def test_a_syntax_error_raises_and_the_repair_is_parsed_against_the_last_good_tree():
+    reparser = Reparser(_full)
+    reparser.parse("t.py", SOURCE.encode())
+    broken = SOURCE.replace("total = (1 +", "total = (1 +(")
+    with pytest.raises(cst.ParserSyntaxError):
+        reparser.parse("t.py", broken.encode())
+    repaired = SOURCE.replace("total = (1 +", "total = (3 +")
+    new, _ = reparser.parse("t.py", repaired.encode())
+    assert reparser.reparsed == 1
+    assert new.deep_equals(_full(repaired.encode()))
+
+
+def test_layout_positions_are_the_whole_file_positions():
+    module = _full(SOURCE.encode())
+    expected = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.PositionProvider)
+    layout = Layout(module)
+    checked = 0
+    for unit in layout.starts:
+        for node in _descendants(unit):
+            assert layout.position_of(node, unit) == expected[node], cst.Module([]).code_for_node(node)
+            checked += 1
+    assert checked > 300
+
+
+def _descendants(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
+# -- any edit: the result is the full parse's ------------------------------------------------------
+
+_SNIPPETS = ["x = 1", "    y = 2", "        z = self.model(3)", "# note", "", "    def m(self):", "        pass",
+             "if accelerator.is_main_process:", "            accelerator.wait_for_everyone()", "  )", '"""', "class C:"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["insert", "replace", "delete", "append"]),
+                          st.integers(0, 10_000), st.sampled_from(_SNIPPETS)), min_size=1, max_size=4))
+def test_any_sequence_of_line_edits_gives_the_full_parse(edits):
+    reparser = Reparser(_full)
+    reparser.parse("t.py", SOURCE.encode())
+    lines = _lines(SOURCE)
+    for kind, where, snippet in edits:
+        i = where % len(lines)
+        if kind == "insert":
+            lines.insert(i, snippet + "\n")
+        elif kind == "replace":
+            lines[i] = snippet + "\n"
+        elif kind == "delete" and len(lines) > 1:
+            del lines[i]
+        else:
+            lines[i] = lines[i].rstrip("\n") + "  # " + snippet.strip() + "\n"
+        data = "".join(lines).encode()
+        try:
+            expected = _full(data)
+        except cst.ParserSyntaxError:
+            with pytest.raises(cst.ParserSyntaxError):
+                reparser.parse("t.py", data)
+            continue
+        module, layout = reparser.parse("t.py", data)
+        assert module.code.encode() == data
+        assert module.deep_equals(expected)
+        positions = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.PositionProvider)
+        for unit in layout.starts:
+            assert layout.position_of(unit, unit) == positions[unit]
+
+
+def test_the_findings_after_edits_are_a_fresh_lint_s():
+    reparser = Reparser(_full)
+    config = Config()
+    lint_source(SOURCE.encode(), "t.py", config, reparser=reparser)
+    edited = SOURCE
+    for old, new in [('save_state("out")', 'save_state("out2")'),
+                     ("        if self.accelerator.is_main_process:\n", "        if self.is_main:\n"),
+                     ("    def evaluate(self):\n", "    def evaluate(self):\n        self.accelerator.wait_for_everyone()\n")]:
+        edited = edited.replace(old, new)
+        incremental = lint_source(edited.encode(), "t.py", config, reparser=reparser)
+        fresh = lint_source(edited.encode(), "t.py", config)
+        assert incremental.diagnostics == fresh.diagnostics
+        assert incremental.diagnostics, "the edited trainer has findings (AL302 at least)"
+    assert reparser.reparsed == 3
