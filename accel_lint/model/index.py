@@ -64,6 +64,8 @@ class FileIndex:
         self.nested_functions: dict[ScopeNode, dict[str, cst.FunctionDef]] = {}
         self.calls: list[cst.Call] = []
         self.loops: list[cst.For | cst.While] = []
+        self.branches: list[cst.If | cst.While] = []  # every if and while, in source order
+        self.exits: list[cst.Break | cst.Continue | cst.Return] = []
         self.string_literals: set[str] = set()
         self.import_froms: list[cst.ImportFrom] = []
         self.identifiers: set[str] = set()  # every Name in the file (names and attribute names)
@@ -142,6 +144,14 @@ class FileIndex:
 
     def _enter_loop(self, node: cst.For | cst.While) -> None:
         self.loops.append(node)
+        if type(node) is cst.While:
+            self.branches.append(node)
+
+    def _enter_if(self, node: cst.If) -> None:
+        self.branches.append(node)
+
+    def _enter_exit(self, node: cst.Break | cst.Continue | cst.Return) -> None:
+        self.exits.append(node)
 
     def _enter_name(self, node: cst.Name) -> None:
         self.identifiers.add(node.value)
@@ -153,7 +163,8 @@ class FileIndex:
     _ENTER = {
         cst.ClassDef: _enter_class, cst.FunctionDef: _enter_function, cst.Import: _enter_import,
         cst.ImportFrom: _enter_import, cst.Call: _enter_call, cst.For: _enter_loop, cst.While: _enter_loop,
-        cst.SimpleString: _enter_string, cst.Name: _enter_name,
+        cst.SimpleString: _enter_string, cst.Name: _enter_name, cst.If: _enter_if, cst.Break: _enter_exit,
+        cst.Continue: _enter_exit, cst.Return: _enter_exit,
     }
     _LEAVE = {cst.ClassDef: _leave_class, cst.FunctionDef: _leave_function}
 
@@ -164,6 +175,29 @@ class FileIndex:
         if self._call_order is None:
             self._call_order = {call: i for i, call in enumerate(self.calls)}
         return self._call_order
+
+    @cached_property
+    def by_scope(self) -> dict[ScopeNode, tuple[list[cst.If | cst.While], list[cst.Call]]]:
+        """The ``if``/``while`` statements and calls that :meth:`walk` of each scope meets (its
+        own: not those of nested functions, classes or lambdas), in source order."""
+        out: dict[ScopeNode, tuple[list, list]] = {}
+        for slot, nodes in ((0, self.branches), (1, self.calls)):
+            for node in nodes:
+                owner = self._walk_owner(node)
+                if owner is not None:
+                    out.setdefault(owner, ([], []))[slot].append(node)
+        return out
+
+    def _walk_owner(self, node: cst.CSTNode) -> ScopeNode | None:
+        parent = self.parents.get(node)
+        while parent is not None:
+            kind = type(parent)
+            if kind is cst.FunctionDef:
+                return parent
+            if kind is cst.ClassDef or kind is cst.Lambda:
+                return None
+            parent = self.parents.get(parent)
+        return self.module
 
     def walk(self, node: cst.CSTNode):
         """Pre-order walk of ``node``'s subtree, not entering nested functions, classes, lambdas."""

@@ -189,17 +189,15 @@ class OpAnalysis:
             return cached
         free = not (type(scope) is cst.FunctionDef and self.decorator_guard(scope) is not None)
         if free:
-            for node in self.index.walk(scope):
-                kind = type(node)
-                if (kind is cst.If or kind is cst.While) and self.ranks.is_rank_dependent(node.test):
-                    free = False
-                    break
-                if kind is cst.Call:
-                    target = self.index.resolve_call(node)
-                    if target is not None and target is not scope and target not in _seen:
-                        if not self.is_rank_free(target, _seen | {scope}):
-                            free = False
-                            break
+            branches, calls = self.index.by_scope.get(scope, ((), ()))
+            free = not any(self.ranks.is_rank_dependent(node.test) for node in branches)
+        if free:
+            for node in calls:
+                target = self.index.resolve_call(node)
+                if target is not None and target is not scope and target not in _seen:
+                    if not self.is_rank_free(target, _seen | {scope}):
+                        free = False
+                        break
         if not _seen or not free:  # "free" under a recursion cut is provisional; "not free" is final
             self._rank_free[scope] = free
         return free

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel
+from ..model import FileModel, last_attr
 from .base import Finding, Rule
 
 _HORIZONS = ("num_training_steps", "num_warmup_steps", "T_max", "total_steps")
@@ -157,27 +157,27 @@ def _bound_uses(model: FileModel):
     def off(expr):
         return _first_len(model, model.step_scales_of(expr), lambda scale: scale != 0)
 
-    for node in _all_nodes(model):
-        if type(node) is cst.For and type(node.iter) is cst.Call and model.code(node.iter.func) == "range":
-            source = off(node.iter)
+    exits: list[cst.If] = []  # an `if <comparison>: ... break` inside a loop
+    for loop in model.index.loops:
+        if type(loop) is cst.For and type(loop.iter) is cst.Call and last_attr(loop.iter.func) == "range" \
+                and model.code(loop.iter.func) == "range":
+            source = off(loop.iter)
             if source is not None:
-                yield node.iter, "(a loop bound)", source
-        elif type(node) is cst.Call and model.code(node.func).rsplit(".", 1)[-1] in ("tqdm", "trange"):
-            for arg in node.args:
+                yield loop.iter, "(a loop bound)", source
+        exits.extend(node for node in model.index.walk(loop) if type(node) is cst.If
+                     and type(node.test) is cst.Comparison and model.enclosing_loop(node) is loop)
+    for call in model.index.calls:
+        if last_attr(call.func) in ("tqdm", "trange"):
+            for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "total":
                     source = off(arg.value)
                     if source is not None:
-                        yield node, "(a progress total)", source
-        elif type(node) is cst.If and type(node.test) is cst.Comparison and model.enclosing_loop(node) is not None \
-                and any(type(s) is cst.Break for s in model.index.walk(node.body)):
+                        yield call, "(a progress total)", source
+    for node in exits:
+        if any(type(s) is cst.Break for s in model.index.walk(node.body)):
             source = off(node.test)
             if source is not None:
                 yield node.test, "(a loop exit)", source
-
-
-def _all_nodes(model: FileModel):
-    for scope in [model.module, *model.index.functions]:
-        yield from model.index.walk(scope)
 
 
 def _scheduler_steps_per_process(model: FileModel) -> bool:

@@ -112,7 +112,10 @@ class RankDivergentExit(Rule):
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
+        looped = {model.enclosing_loop(node) for node in model.index.exits}
         for loop in model.index.loops:
+            if loop not in looped:
+                continue  # no exit statement: nothing to walk
             body = list(model.index.walk(loop.body))  # source order
             exits = [(i, n, k) for i, n in enumerate(body) if (k := _exit_kind(model, n)) is not None
                      and model.enclosing_loop(n) is loop]
