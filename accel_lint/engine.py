@@ -30,6 +30,8 @@ from .rules import all_rules, rule_table
 if TYPE_CHECKING:
     import libcst as cst
 
+    from .model import FileModel
+    from .model.objects import WalkState
     from .reparse import Layout, Reparser
 
     from .rules.base import Fix, Rule
@@ -163,10 +165,11 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
                        reparser: Reparser | None = None) -> None:
     import libcst as cst
 
-    layout = None
+    layout = previous = None
     try:
         if reparser is not None:
             module, layout = reparser.parse(path, data)
+            previous = reparser.walks_before(path)
         else:
             module = _parse_trusted(data)
     except cst.ParserSyntaxError as exc:
@@ -190,7 +193,9 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
         return
     try:
         with _deep_recursion():
-            _analyse(module, data, path, config, enabled, result, external, incoming, layout)
+            model = _analyse(module, data, path, config, enabled, result, external, incoming, layout, previous)
+            if reparser is not None and model is not None and "objects" in model.__dict__:
+                reparser.keep_walks(path, module, model.objects.state())
     except RecursionError:
         # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
         result.diagnostics = []
@@ -209,20 +214,21 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
              result: LintResult, external: dict | None = None, incoming: dict | None = None,
-             layout: Layout | None = None) -> None:
+             layout: Layout | None = None, previous: WalkState | None = None) -> FileModel | None:
     """Model once, then every enabled rule; an exception in one rule is that rule's internal error.
-    Suppression comments are applied here, and AL002 reports the ones that suppressed nothing."""
+    Suppression comments are applied here, and AL002 reports the ones that suppressed nothing.
+    Returns the model (``None`` if it could not be built)."""
     import libcst as cst
 
     from .model import FileModel
 
     try:
-        model = FileModel(module, config.accelerator_names, external, incoming, layout)
+        model = FileModel(module, config.accelerator_names, external, incoming, layout, previous)
     except RecursionError:
         raise
     except Exception as exc:  # an analysis bug must not stop the run
         result.errors.append(FileError(path, _internal("building the model", exc), internal=True, detail=_traceback(exc)))
-        return
+        return None
     result.model = model
     text = data.decode(module.encoding, errors="replace")
     # Tokenizing for comments costs as much as a tenth of the analysis: only when a finding
@@ -269,11 +275,12 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     except Exception as exc:
         result.errors.append(FileError(path, _internal("the module summary", exc), internal=True, detail=_traceback(exc)))
     if suppressions is None:
-        return
+        return model
     for bad in suppressions.malformed:
         result.notices.append(Notice(path, f"line {bad.line}: {bad.message} (ignored)"))
     if "AL002" in codes and not suppressions.ignores_file("AL002", "unused-suppression"):
         _unused_suppressions(path, text.splitlines(), suppressions, enabled, result)
+    return model
 
 
 _OUR_DIRECTIVE = re.compile(r"accel-lint|noqa\s*:[^\n]*(\bAL\d|\b[a-z]+(-[a-z]+){1,})", re.IGNORECASE)

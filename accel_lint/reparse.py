@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 _CLASS_STAND_IN = b"class _:\n"
+_MODULE_STAND_IN = b"pass\n"
 
 
 def _lines(node: cst.CSTNode) -> int:
@@ -122,6 +123,7 @@ class _Last:
     lines: list[bytes]
     module: cst.Module
     layout: Layout
+    walks: object = None  # the model's flow walks of this tree (accel_lint.model.objects.WalkState)
 
 
 class Reparser:
@@ -133,14 +135,27 @@ class Reparser:
     def __init__(self, full_parse) -> None:
         self._full_parse = full_parse
         self._last: dict[str, _Last] = {}
+        self._before: dict[str, object] = {}  # path -> the walks of the tree the last parse started from
         self.reparsed = 0  # edits served by re-parsing one statement (for tests and benches)
 
     def forget(self, keep: set[str]) -> None:
         for path in [p for p in self._last if p not in keep]:
             del self._last[path]
+            self._before.pop(path, None)
+
+    def walks_before(self, path: str):
+        """The flow walks of the tree that the last :meth:`parse` of ``path`` started from."""
+        return self._before.get(path)
+
+    def keep_walks(self, path: str, module: cst.Module, walks) -> None:
+        """Remember the flow walks of ``module``, the last tree parsed for ``path``."""
+        last = self._last.get(path)
+        if last is not None and last.module is module:
+            last.walks = walks
 
     def parse(self, path: str, data: bytes) -> tuple[cst.Module, Layout]:
         last = self._last.get(path)
+        self._before[path] = last.walks if last is not None else None
         if last is not None and last.data == data:
             return last.module, last.layout
         lines = data.splitlines(keepends=True)
@@ -152,6 +167,8 @@ class Reparser:
             module = self._full_parse(data)
             layout = Layout(module)
         self._last[path] = _Last(data, lines, module, layout)
+        if spliced is None:
+            self._before[path] = None  # no node in common with the last tree
         return module, layout
 
     def _splice(self, last: _Last, data: bytes, lines: list[bytes]) -> tuple[cst.Module, Layout] | None:
@@ -198,25 +215,28 @@ class Reparser:
     def _parse_statement(self, module: cst.Module, cls: cst.ClassDef | None, text: bytes) -> cst.CSTNode | None:
         """``text`` parsed in a stand-in for its context, or ``None`` where that could differ from
         what the whole file gives."""
-        source = text if cls is None else _CLASS_STAND_IN + text
+        # a statement before it, so that its leading comments and blank lines stay its own (the
+        # first statement of a file gives them to the module's header)
+        source = (_MODULE_STAND_IN if cls is None else _CLASS_STAND_IN) + text
         try:
             stand_in = self._full_parse(source)
         except Exception:  # a syntax error mid-typing: the whole file says where
             return None
-        if (stand_in.header or stand_in.footer or len(stand_in.body) != 1 or stand_in.encoding != module.encoding
-                or stand_in.default_newline != module.default_newline
+        if (stand_in.header or stand_in.footer or len(stand_in.body) != (2 if cls is None else 1)
+                or stand_in.encoding != module.encoding or stand_in.default_newline != module.default_newline
                 or stand_in.has_trailing_newline != module.has_trailing_newline):
             return None
+        # the statement's nested blocks leave their indentation to the module's default when it
+        # is the same: the stand-in's and the file's must agree
+        if stand_in.default_indent != module.default_indent:
+            return None
         if cls is None:
-            return stand_in.body[0]
+            return stand_in.body[1]
         holder = stand_in.body[0]
         block = holder.body
         if type(holder) is not cst.ClassDef or type(block) is not cst.IndentedBlock or len(block.body) != 1 or block.footer:
             return None
-        # the statement's nested blocks leave their indentation to the module's default when it
-        # is the same: the stand-in's and the file's must agree, and so must the class's own
-        if stand_in.default_indent != module.default_indent:
-            return None
+        # and so must the class's own
         if (block.indent or stand_in.default_indent) != (cls.body.indent or module.default_indent):
             return None
         return block.body[0]

@@ -82,16 +82,24 @@ def test_an_edit_inside_a_method_parses_only_that_method():
     assert all(a is b for a, b in zip(old.body, new.body) if not isinstance(a, cst.ClassDef))
 
 
+def test_an_edit_across_two_methods_parses_their_class():
+    reparser = Reparser(_full)
+    old, _ = reparser.parse("t.py", SOURCE.encode())
+    edited = SOURCE.replace("        return self.accelerator.is_main_process\n\n    def train(self):",
+                            "        return self.accelerator.is_local_main_process\n\n    def train(self, steps=1):")
+    new, _ = reparser.parse("t.py", edited.encode())
+    assert reparser.reparsed == 1
+    assert new.deep_equals(_full(edited.encode()))
+    assert [a is b for a, b in zip(old.body, new.body)] == [True, True, True, True, False, True]
+
+
 @pytest.mark.parametrize("edit", [
-    # a change that spans two methods
-    lambda s: s.replace("        return self.accelerator.is_main_process\n\n    def train(self):",
-                        "        return self.accelerator.is_local_main_process\n\n    def train(self, steps=1):"),
     # a new statement at the end of a class body, after its trailing comment
     lambda s: s.replace("    # a trailing comment of the class\n", "    # a trailing comment of the class\n    x = 1\n"),
     # a method split into two
     lambda s: s.replace("            2)\n        return total", "            2)\n    def extra(self):\n        return 0"),
-    # the header comment
-    lambda s: s.replace("# a header comment", "# another header comment"),
+    # two statements of the module
+    lambda s: s.replace("import os\n\nfrom accelerate", "import sys\n\nfrom accelerate.state"),
 ])
 def test_edits_that_a_statement_alone_cannot_hold_parse_the_whole_file(edit):
     reparser = Reparser(_full)
@@ -187,3 +195,72 @@ def test_the_findings_after_edits_are_a_fresh_lint_s():
         assert incremental.diagnostics == fresh.diagnostics
         assert incremental.diagnostics, "the edited trainer has findings (AL302 at least)"
     assert reparser.reparsed == 3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from([
+    "        self.loader = self.accelerator.prepare(self.loader)",
+    "        self.model = make_loader(None)",
+    "        if self.accelerator.is_main_process:",
+    "            self.accelerator.wait_for_everyone()",
+    "            return self.accelerator.prepare(ds)",
+    "        self.accelerator.save_state('x')",
+    "        return self.model",
+    "        for batch in make_loader(ds):",
+    "            break",
+])), min_size=1, max_size=5))
+def test_findings_after_any_edits_are_a_fresh_lint_s(edits):
+    """The flow walks kept from the last edit give what a fresh analysis gives."""
+    reparser = Reparser(_full)
+    config = Config()
+    lines = _lines(SOURCE)
+    lint_source(SOURCE.encode(), "t.py", config, reparser=reparser)
+    for where, statement in edits:
+        lines.insert(where % len(lines), statement + "\n")
+        data = "".join(lines).encode()
+        incremental = lint_source(data, "t.py", config, reparser=reparser)
+        fresh = lint_source(data, "t.py", config)
+        assert incremental.diagnostics == fresh.diagnostics
+        assert incremental.errors == fresh.errors
+
+
+CROSS = textwrap.dedent("""\
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader
+
+    accelerator = Accelerator()
+
+
+    def train(model, loader, optimizer):
+        for batch in loader:
+            accelerator.backward(model(batch))
+            optimizer.step()
+
+
+    def main(model, ds, optimizer):
+        loader = DataLoader(ds, batch_size=8)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        train(model, loader, optimizer)
+""")
+
+
+@pytest.mark.parametrize("edits", [
+    # prepared in main: train, which the edit kept, iterates a sharded loader now, and back
+    [("loader = DataLoader(ds, batch_size=8)", "loader = accelerator.prepare(DataLoader(ds, batch_size=8))"),
+     ("loader = accelerator.prepare(DataLoader(ds, batch_size=8))", "loader = DataLoader(ds, batch_size=8)")],
+    # the loop moves out of train and back: what main passes no longer meets a loop
+    [("    for batch in loader:\n", "    for batch in []:\n"), ("for batch in []", "for batch in loader")],
+])
+def test_a_kept_function_is_walked_again_when_what_it_reads_changed(edits):
+    reparser = Reparser(_full)
+    config = Config()
+    text = CROSS
+    codes = [[d.code for d in lint_source(text.encode(), "t.py", config, reparser=reparser).diagnostics]]
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+        incremental = lint_source(text.encode(), "t.py", config, reparser=reparser)
+        assert incremental.diagnostics == lint_source(text.encode(), "t.py", config).diagnostics
+        codes.append([d.code for d in incremental.diagnostics])
+    assert reparser.reparsed == len(edits)
+    assert codes[0] == ["AL201"] and codes[1] != codes[0] and codes[2] == codes[0]

@@ -36,7 +36,8 @@ from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
-from .objects import ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker, Value
+from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker,
+                      Value, WalkState)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from ..reparse import Layout
@@ -50,9 +51,11 @@ class FileModel:
 
     def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
                  external: dict[str, list[tuple[str, str]]] | None = None,
-                 incoming: dict[str, dict[str, str]] | None = None, layout: Layout | None = None) -> None:
+                 incoming: dict[str, dict[str, str]] | None = None, layout: Layout | None = None,
+                 previous: WalkState | None = None) -> None:
         self.module = module
         self._layout = layout
+        self._previous = previous  # the flow walks of this file before an edit (see ObjectTracker)
         self.index = FileIndex(module)
         self.accelerator_names = accelerator_names
         self.external = external or {}
@@ -69,7 +72,9 @@ class FileModel:
 
     @cached_property
     def objects(self) -> ObjectTracker:
-        return ObjectTracker(self.index, self.accelerator_names, self.incoming, self.external)
+        tracker = ObjectTracker(self.index, self.accelerator_names, self.incoming, self.external, self._previous)
+        self._previous = None
+        return tracker
 
     @cached_property
     def loader_lengths(self) -> LoaderLengths:
@@ -253,10 +258,15 @@ class FileModel:
         can change a finding there) or assigns from (``"assigned"``: it may return an
         accelerator). Only files that import such functions are linted a second time."""
         analysed = self.is_accelerate_file or self.uses_torch_distributed
+        imported, modules = self._names_imported_from(), self._modules_imported()
+
+        def from_another_module(name: str | None) -> bool:
+            return name is not None and (name in imported or name.rpartition(".")[0] in modules)
+
         # (a file whose accelerator comes from another module is not analysed yet: only what
         # it assigns from imported calls matters for it)
-        guarded = {dotted_name(call.func) for call in self.index.calls
-                   if analysed and isinstance(call.func, (cst.Name, cst.Attribute)) and self.rank_guard_of(call) is not None}
+        guarded = {name for call in self.index.calls
+                   if analysed and from_another_module(name := dotted_name(call.func)) and self.rank_guard_of(call) is not None}
         # whatever an imported function returns is bound by an assignment: an accelerator
         # factory matters wherever it is called
         assigned = {dotted_name(call.func) for call in self.index.calls
@@ -268,8 +278,7 @@ class FileModel:
         # why each name matters: "guarded" (its collectives count at a guarded call) or only
         # "assigned" (it may be an accelerator factory)
         out = [(*where, local, "guarded" if local in guarded else "assigned")
-               for local, where in self._names_imported_from().items() if local in guarded or local in assigned]
-        modules = self._modules_imported()
+               for local, where in imported.items() if local in guarded or local in assigned]
         for name in sorted(n for n in assigned | guarded if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:

@@ -63,6 +63,10 @@ class ImportMap:
     def __init__(self) -> None:
         self._aliases: dict[str, str] = {}
 
+    def bindings(self) -> tuple[tuple[str, str], ...]:
+        """Every local name and what it imports, sorted."""
+        return tuple(sorted(self._aliases.items()))
+
     def add(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:

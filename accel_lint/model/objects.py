@@ -140,6 +140,25 @@ def _kind_from_name(name: str | None) -> str | None:
 MAX_WALKS_PER_SCOPE = 15
 
 
+_MISSING = object()
+
+
+def _renamed(fact: tuple, renamed: dict) -> tuple:
+    return (fact[0], renamed.get(fact[1], fact[1]), *fact[2:])
+
+
+def _definitions(index: FileIndex) -> tuple:
+    """What the walks look up beyond their own scope, apart from the facts they record: the
+    file's functions (where they are, their parameters), classes and imports."""
+    code = cst.Module([]).code_for_node
+    functions = tuple(
+        (info.qualname, info.class_name, type(info.parent_scope).__name__,
+         tuple((p.name.value, code(p.annotation.annotation) if p.annotation else "") for p in info.params))
+        for info in index.functions.values())
+    classes = tuple((c.name, tuple(c.bases), tuple(c.methods)) for c in index.classes.values())
+    return functions, classes, index.imports.bindings()
+
+
 def _changed_keys(before: Env, after: Env) -> list[str]:
     if before == after:
         return []
@@ -169,7 +188,18 @@ class _ScopeWalk:
     return_exprs: list = field(default_factory=list)
     final_env: Env = field(default_factory=dict)
     prepares_grew: bool = False  # the function prepares a parameter it was not known to
-    reads: set = field(default_factory=set)  # the facts the walk read (see ObjectTracker._run)
+    reads: dict = field(default_factory=dict)  # fact -> what it was when the walk first read it
+
+
+@dataclass
+class WalkState:
+    """What a tracker leaves for the next edit of the same file: every scope's last walk and the
+    summaries, valid for the same definitions and settings (``key``)."""
+
+    key: tuple
+    walks: dict
+    prepares: dict  # function -> the parameters it prepares
+    scopes: dict  # qualified name ("" for the module) -> scope node, where the name is unique
 
 
 class ObjectTracker:
@@ -177,7 +207,7 @@ class ObjectTracker:
 
     def __init__(self, index: FileIndex, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
                  incoming: dict[str, dict[str, str]] | None = None,
-                 external: dict[str, list[tuple[str, str]]] | None = None) -> None:
+                 external: dict[str, list[tuple[str, str]]] | None = None, previous: WalkState | None = None) -> None:
         self.index = index
         # functions of other modules of the tree that return an accelerator, by the name called
         self.factories = {name for name, ops in (external or {}).items()
@@ -197,15 +227,33 @@ class ObjectTracker:
         self.converged = True  # False: some scope still read a changed fact after its last walk
         self._scope: ScopeNode = index.module
         self._current: _ScopeWalk | None = None
-        self._run()
+        self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories))
+        self.reused = 0  # scopes whose walk of the previous edit still held
+        self._run(previous if previous is not None and previous.key == self.key else None)
+
+    def state(self) -> WalkState:
+        """What the next edit of this file may reuse (see :meth:`_run`)."""
+        return WalkState(self.key, self._walks, {f: set(s.prepares_params) for f, s in self.summaries.items()},
+                         self._scopes_by_name())
+
+    def _scopes_by_name(self) -> dict[str, ScopeNode]:
+        names: dict[str, ScopeNode | None] = {"": self.index.module}
+        for f, info in self.index.functions.items():
+            names[info.qualname] = None if info.qualname in names else f
+        return {name: scope for name, scope in names.items() if scope is not None}
 
     # -- driver ------------------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, previous: WalkState | None) -> None:
         """Walk every scope once, in source order, then again only the scopes that read a fact
         (a function's returns or parameters, a class's ``self.<attr>`` bindings, an enclosing
         scope's final bindings) that changed since they read it, until nothing changes: the
         fixpoint of what the walks read and produce. Every scope is walked at most
-        ``MAX_WALKS_PER_SCOPE`` times, so that a fact that keeps changing cannot loop."""
+        ``MAX_WALKS_PER_SCOPE`` times, so that a fact that keeps changing cannot loop.
+
+        ``previous``: the walks of the file before an edit that kept its definitions (the same
+        functions, parameters, classes and imports). A function whose node the edit kept (the
+        re-parse keeps every statement it did not touch) starts from its last walk, which stands
+        as long as every fact it read is what it was then; the others are walked."""
         scopes: list[ScopeNode] = [self.index.module, *self.index.functions]
         self._order = {scope: i for i, scope in enumerate(scopes)}
         self._walks: dict[ScopeNode, _ScopeWalk] = {}
@@ -213,7 +261,65 @@ class ObjectTracker:
         self._callers: dict[cst.FunctionDef, set[ScopeNode]] = {}  # who passes arguments to a function
         self._setters: dict[str, set[ScopeNode]] = {}  # who binds self.<attr> of a class
         walked: dict[ScopeNode, int] = {}
-        round_ = scopes  # each round walks its scopes in source order: outer scopes first
+        round_ = self._reuse(previous, readers) if previous is not None else scopes
+        while True:
+            self._rounds(round_, readers, walked)
+            # a reused walk stands only if what it read still holds
+            round_ = [scope for scope in scopes if scope not in walked and not self._still_holds(self._walks[scope])]
+            if not round_:
+                break
+        self.reused = sum(1 for scope in scopes if scope not in walked)
+        self.walk_count = sum(walked.values())
+        self._collect(scopes)
+
+    def _reuse(self, previous: WalkState, readers: dict[tuple, set[ScopeNode]]) -> list[ScopeNode]:
+        """Take the previous walks of the scopes the edit kept; the scopes left to walk."""
+        fresh = []
+        # a scope the edit replaced (the module, the edited function) is the same scope by name:
+        # what the kept walks read of it and passed to it is about the new node
+        now = self._scopes_by_name()
+        renamed = {old: now[name] for name, old in previous.scopes.items() if name in now and now[name] is not old}
+        replaced = {new: old for old, new in renamed.items()}
+        for scope in [self.index.module, *self.index.functions]:
+            walk = previous.walks.get(scope)
+            if walk is None:
+                fresh.append(scope)
+                # until it is walked, a replaced scope stands as it was: then its walk changes only
+                # the facts the edit changed
+                walk = previous.walks.get(replaced.get(scope))
+                if walk is None:
+                    continue
+            elif scope in self.summaries:
+                self.summaries[scope].prepares_params = set(previous.prepares.get(scope, ()))
+            if renamed:
+                walk = replace(walk, reads={_renamed(fact, renamed): seen for fact, seen in walk.reads.items()},
+                               passed={renamed.get(f, f): params for f, params in walk.passed.items()})
+            for fact in walk.reads:
+                readers.setdefault(fact, set()).add(scope)
+            self._publish(scope, None, walk)
+        return fresh
+
+    def _still_holds(self, walk: _ScopeWalk) -> bool:
+        return all(self._fact(fact) == seen for fact, seen in walk.reads.items())
+
+    def _fact(self, fact: tuple):
+        """What a fact is now (``_MISSING`` for a function or scope the file no longer has)."""
+        kind = fact[0]
+        if kind == "class":
+            return self.class_attrs.get(fact[1], {}).get(fact[2])
+        if kind == "env":
+            env = self.final_envs.get(fact[1])
+            return _MISSING if env is None else env.get(fact[2])
+        summary = self.summaries.get(fact[1])
+        if summary is None:
+            return _MISSING
+        if kind == "returns":
+            return _passed_on(summary.returns)
+        if kind == "params":
+            return summary.params
+        return frozenset(summary.prepares_params)
+
+    def _rounds(self, round_: list[ScopeNode], readers: dict[tuple, set[ScopeNode]], walked: dict[ScopeNode, int]) -> None:
         while round_:
             position = {scope: i for i, scope in enumerate(round_)}
             later: set[ScopeNode] = set()  # to walk in the next round
@@ -228,13 +334,11 @@ class ObjectTracker:
                         # a reader still ahead in this round reads the new fact anyway
                         if position.get(reader, -1) > i:
                             continue
-                        if walked[reader] < MAX_WALKS_PER_SCOPE:
+                        if walked.get(reader, 0) < MAX_WALKS_PER_SCOPE:
                             later.add(reader)
                         else:
                             self.converged = False
             round_ = sorted(later, key=self._order.__getitem__)
-        self.walk_count = sum(walked.values())
-        self._collect(scopes)
 
     def _walk_scope(self, scope: ScopeNode) -> _ScopeWalk:
         walk = _ScopeWalk()
@@ -262,6 +366,8 @@ class ObjectTracker:
             if after.prepares_grew:
                 changed.append(("prepares", scope))
         for target in set(after.passed) | set(before.passed if before else ()):
+            if target not in self.summaries:
+                continue  # a function an edit replaced: the walk that passed to it is walked again
             (self._callers.setdefault(target, set()).add if target in after.passed
              else self._callers.get(target, set()).discard)(scope)
             if before is None or before.passed.get(target) != after.passed.get(target):
@@ -319,8 +425,8 @@ class ObjectTracker:
             self.prepared_origins |= walk.prepared_origins
 
     def _read(self, fact: tuple) -> None:
-        if self._current is not None:
-            self._current.reads.add(fact)
+        if self._current is not None and fact not in self._current.reads:
+            self._current.reads[fact] = self._fact(fact)
 
     def _entry_env(self, scope: ScopeNode) -> Env:
         env: Env = {}

@@ -180,10 +180,10 @@ def _main_process_first(model: FileModel, call: cst.CSTNode, memo: dict | None =
     around every same-file call of that function (a helper only called inside the block).
     ``memo`` keeps each function's answer for one file."""
     for parent in model.ancestors(call):
-        if isinstance(parent, cst.With) and any(  # also wrappers: trl's global_then_local_main_first()
-                _is_main_first(model, item.item) for item in parent.items):
+        kind = type(parent)
+        if kind is cst.With and _is_main_first_block(model, parent, memo):
             return parent
-        if isinstance(parent, cst.FunctionDef):
+        if kind is cst.FunctionDef:
             if parent in _seen:
                 return None
             if memo is not None and parent in memo:
@@ -194,9 +194,20 @@ def _main_process_first(model: FileModel, call: cst.CSTNode, memo: dict | None =
             if memo is not None and not _seen:
                 memo[parent] = found
             return found
-        if isinstance(parent, cst.ClassDef):
+        if kind is cst.ClassDef:
             return None
     return None
+
+
+def _is_main_first_block(model: FileModel, block: cst.With, memo: dict | None) -> bool:
+    """``with main_process_first():`` (also wrappers: trl's global_then_local_main_first())."""
+    key = ("with", block)
+    if memo is not None and key in memo:
+        return memo[key]
+    found = any(_is_main_first(model, item.item) for item in block.items)
+    if memo is not None:
+        memo[key] = found
+    return found
 
 
 def _is_main_first(model: FileModel, item: cst.BaseExpression) -> bool:
