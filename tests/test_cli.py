@@ -254,14 +254,26 @@ def test_linter_never_imports_torch_or_accelerate(write):
 
 def test_deeply_nested_file_is_reported_and_skipped(write, tmp_path):
     # 3,000 implicitly concatenated strings nest 3,000 levels deep in libcst's tree: the
-    # model walks them without recursion, but resolving the finding's position recurses.
+    # model walks them without recursion, but resolving the position of a finding in that
+    # statement recurses.
     strings = " ".join(f'"part{i}"' for i in range(3000))
-    write("a_generated.py", BAD.replace("for batch", f"TEXT = ({strings})\nfor batch"))
+    write("a_generated.py", BAD.replace("loss.backward()", f"loss.backward(({strings}))"))
     write("b_train.py", BAD)
     result = invoke(str(tmp_path))
     assert "a_generated.py: too deeply nested to analyse (recursion limit); skipped" in result.output
     assert "b_train.py:6:5: AL101" in result.output
     assert result.exit_code == 2
+
+
+def test_a_deep_statement_does_not_stop_the_findings_of_the_others(write, tmp_path):
+    # positions are resolved in the statement of each finding, never over the whole file
+    strings = " ".join(f'"part{i}"' for i in range(3000))
+    write("generated.py", BAD.replace("for batch", f"TEXT = ({strings})\nfor batch"))
+    result = invoke(str(tmp_path))
+    assert "generated.py:7:5: AL101" in result.output
+    assert "generated.py:10:5: AL301" in result.output
+    assert "too deeply nested" not in result.output
+    assert result.exit_code == 1
 
 
 def test_deep_file_without_findings_is_analysed(write, tmp_path):
