@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from .model import FileModel
-    from .model.objects import WalkState
     from .reparse import Layout, Reparser
 
     from .rules.base import Fix, Rule
@@ -194,8 +193,8 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
     try:
         with _deep_recursion():
             model = _analyse(module, data, path, config, enabled, result, external, incoming, layout, previous)
-            if reparser is not None and model is not None and "objects" in model.__dict__:
-                reparser.keep_walks(path, module, model.objects.state())
+            if reparser is not None and model is not None:
+                reparser.keep_walks(path, module, model.walks())
     except RecursionError:
         # e.g. hundreds of implicitly concatenated strings nest that deep in libcst's tree
         result.diagnostics = []
@@ -214,7 +213,7 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
 
 def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled: list[type[Rule]],
              result: LintResult, external: dict | None = None, incoming: dict | None = None,
-             layout: Layout | None = None, previous: WalkState | None = None) -> FileModel | None:
+             layout: Layout | None = None, previous: dict | None = None) -> FileModel | None:
     """Model once, then every enabled rule; an exception in one rule is that rule's internal error.
     Suppression comments are applied here, and AL002 reports the ones that suppressed nothing.
     Returns the model (``None`` if it could not be built)."""

@@ -37,7 +37,7 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker,
-                      Value, WalkState)
+                      Value)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from ..reparse import Layout
@@ -52,16 +52,25 @@ class FileModel:
     def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
                  external: dict[str, list[tuple[str, str]]] | None = None,
                  incoming: dict[str, dict[str, str]] | None = None, layout: Layout | None = None,
-                 previous: WalkState | None = None) -> None:
+                 previous: dict | None = None) -> None:
         self.module = module
         self._layout = layout
-        self._previous = previous  # the flow walks of this file before an edit (see ObjectTracker)
+        # the flow walks of this file before an edit (see ObjectTracker and LoaderLengths)
+        self._previous = previous or {}
         self.index = FileIndex(module)
         self.accelerator_names = accelerator_names
         self.external = external or {}
         self.incoming = incoming or {}
         self._positions = None
         self._every_rank: dict = {}
+
+    def walks(self) -> dict:
+        """The flow walks this model made, for its next edit (see :class:`accel_lint.reparse.Reparser`)."""
+        kept = {}
+        for name in ("objects", "loader_lengths"):
+            if name in self.__dict__:
+                kept["lengths" if name == "loader_lengths" else name] = self.__dict__[name].state()
+        return kept
 
     def release(self) -> None:
         """Drop everything the model computed, once nobody asks it anything more. Its parts refer
@@ -72,13 +81,12 @@ class FileModel:
 
     @cached_property
     def objects(self) -> ObjectTracker:
-        tracker = ObjectTracker(self.index, self.accelerator_names, self.incoming, self.external, self._previous)
-        self._previous = None
-        return tracker
+        return ObjectTracker(self.index, self.accelerator_names, self.incoming, self.external,
+                             self._previous.get("objects"))
 
     @cached_property
     def loader_lengths(self) -> LoaderLengths:
-        return LoaderLengths(self.index, self.objects)
+        return LoaderLengths(self.index, self.objects, self._previous.get("lengths"))
 
     def step_scales_of(self, expr: cst.CSTNode) -> frozenset:
         """What the number ``expr`` may be, as (scale, ``len()`` call) pairs: scale 1 is a count

@@ -99,10 +99,22 @@ def _merge(paths: list[_Path]) -> list[_Path]:
     return merged
 
 
-class LoaderLengths:
-    """For every name read, the pre-``prepare`` ``len(loader)`` calls its value may carry."""
+@dataclass
+class LengthsState:
+    """What the next edit of the same file may reuse: each scope's walk, with what it read."""
 
-    def __init__(self, index: FileIndex, objects: ObjectTracker) -> None:
+    key: tuple  # the file's prepare calls and prepared objects
+    scopes: dict  # scope -> (the lengths of its reads, its final bindings, the enclosing scopes' bindings)
+
+
+class LoaderLengths:
+    """For every name read, the pre-``prepare`` ``len(loader)`` calls its value may carry.
+
+    ``previous``: the walks of the file before an edit. A scope's walk stands when the edit kept
+    its node, the object tracker's walk of it stood (the same values), the file prepares the
+    same objects, and the scopes around it end with the same bindings."""
+
+    def __init__(self, index: FileIndex, objects: ObjectTracker, previous: LengthsState | None = None) -> None:
         self.index = index
         self.objects = objects
         self.at: dict[cst.CSTNode, frozenset] = {}  # load node -> len() calls
@@ -110,16 +122,36 @@ class LoaderLengths:
         self._scope: ScopeNode = index.module
         self._loop_exits: list[list[_Path]] = []
         self._flags: set[str] = set()
+        self._walks: dict[ScopeNode, tuple] = {}
+        self._key = (frozenset(objects.prepared_origins), tuple(objects.prepare_calls))
         if not objects.prepare_calls:
             return
+        old = previous.scopes if previous is not None and previous.key == self._key else {}
         for scope in [index.module, *index.functions]:
-            self._scope = scope
-            self._flags = self._constant_flags(scope)
+            outers = tuple(self._final.get(s, {}) for s in index.enclosing_scopes(scope))
+            walk = old.get(scope)
+            if walk is None or scope not in objects.kept or walk[2] != outers:
+                walk = self._walk(scope, outers)
+            self._walks[scope] = walk
+            self.at.update(walk[0])
+            self._final[scope] = walk[1]
+
+    def _walk(self, scope: ScopeNode, outers: tuple) -> tuple:
+        self._scope = scope
+        self._flags = self._constant_flags(scope)
+        file_at, self.at = self.at, {}
+        try:
             end = self._block(self.index.body_of(scope), [_Path()])
-            final: dict[str, frozenset] = dict(end[0].env) if end else {}
-            for path in end[1:]:
-                _join_into(final, path.env)
-            self._final[scope] = final
+            at = self.at
+        finally:
+            self.at = file_at
+        final: dict[str, frozenset] = dict(end[0].env) if end else {}
+        for path in end[1:]:
+            _join_into(final, path.env)
+        return at, final, outers
+
+    def state(self) -> LengthsState:
+        return LengthsState(self._key, self._walks)
 
     def _constant_flags(self, scope: ScopeNode) -> set[str]:
         """Names this scope assigns ``True`` or ``False``: the only tests worth following per

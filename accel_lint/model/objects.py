@@ -229,6 +229,7 @@ class ObjectTracker:
         self._current: _ScopeWalk | None = None
         self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories))
         self.reused = 0  # scopes whose walk of the previous edit still held
+        self.kept: set[ScopeNode] = set()
         self._run(previous if previous is not None and previous.key == self.key else None)
 
     def state(self) -> WalkState:
@@ -268,7 +269,8 @@ class ObjectTracker:
             round_ = [scope for scope in scopes if scope not in walked and not self._still_holds(self._walks[scope])]
             if not round_:
                 break
-        self.reused = sum(1 for scope in scopes if scope not in walked)
+        self.kept = {scope for scope in scopes if scope not in walked}  # whose previous walk stood
+        self.reused = len(self.kept)
         self.walk_count = sum(walked.values())
         self._collect(scopes)
 

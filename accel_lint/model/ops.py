@@ -86,6 +86,15 @@ class Divergence:
 class _Summary:
     items: list[Item]
     exit: str | None
+    _flat: tuple | None = None
+
+    def flat(self) -> tuple[list[tuple[str, Op | None]], list[Op]]:
+        """The items as one token sequence, and the ops of the rank-dependent forks in them
+        whose branches differ (computed once: several queries read a summary)."""
+        if self._flat is None:
+            forks: list[Op] = []
+            self._flat = (_flatten(self.items, forks), forks)
+        return self._flat
 
 
 @dataclass
@@ -233,10 +242,9 @@ class OpAnalysis:
         """Whether the function's own op sequence differs between rank classes."""
         if scope not in self._divergent:
             self._divergent[scope] = False  # recursion guard
-            tokens = [_kinds(_flatten(self.summary(scope, c).items, None)) for c in self.ranks.classes]
-            self._divergent[scope] = any(t != tokens[0] for t in tokens[1:]) or _has_fork_divergence(
-                [self.summary(scope, c).items for c in self.ranks.classes]
-            )
+            flats = [self.summary(scope, c).flat() for c in self.ranks.classes]
+            tokens = [_kinds(seq) for seq, _ in flats]
+            self._divergent[scope] = any(t != tokens[0] for t in tokens[1:]) or any(forks for _, forks in flats)
         return self._divergent[scope]
 
     def _analyse_root(self, scope: ScopeNode) -> None:
@@ -246,8 +254,7 @@ class OpAnalysis:
         seqs = {}
         found: dict[int, Op] = {}
         for cls in classes:
-            forks: list[Op] = []
-            seqs[cls.name] = _flatten(self.summary(scope, cls).items, forks)
+            seqs[cls.name], forks = self.summary(scope, cls).flat()
             for op in forks:
                 found.setdefault(id(op.node), op)
         base = seqs[classes[0].name]
@@ -287,7 +294,7 @@ class OpAnalysis:
         rank class, in order of first appearance, as (op kind, the call's source)."""
         seen: dict[str, str] = {}
         for cls in self.ranks.classes:
-            for kind, op in _flatten(self.summary(fn, cls).items, None):
+            for kind, op in self.summary(fn, cls).flat()[0]:
                 if op is not None and kind != OPAQUE and kind not in seen:
                     seen[kind] = _source(op.origin)
         return list(seen.items())
@@ -297,7 +304,7 @@ class OpAnalysis:
         kinds: set[str] = set()
         for cls in self.ranks.classes:
             # only ops: the brackets of branches and loops are structure, not something done
-            kinds.update(kind for kind, op in _flatten(self.summary(fn, cls).items, None) if op is not None)
+            kinds.update(kind for kind, op in self.summary(fn, cls).flat()[0] if op is not None)
         return kinds
 
     # -- regions ---------------------------------------------------------------------------
@@ -424,13 +431,6 @@ def _flatten(items: list[Item], forks: list[Op] | None) -> list[tuple[str, Op | 
                                 forks.append(Op(op.kind, op.node, op.origin, op.chain, item.guard))
             out.append((f"F{id(item.key)}", None))
     return out
-
-
-def _has_fork_divergence(item_lists: list[list[Item]]) -> bool:
-    forks: list[Op] = []
-    for items in item_lists:
-        _flatten(items, forks)
-    return bool(forks)
 
 
 def _relocate(items: list[Item], call: cst.Call, name: str, guard: Guard | None) -> list[Item]:

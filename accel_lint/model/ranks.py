@@ -135,31 +135,34 @@ class RankEvaluator:
         return value
 
     def _eval_uncached(self, expr: cst.BaseExpression, cls: RankClass, depth: int) -> Any:
-        if isinstance(expr, cst.Integer):
+        # exact types: libcst's node classes are final, and isinstance on them is slow (ABCs)
+        kind = type(expr)
+        if kind is cst.Integer or kind is cst.SimpleString:
             return expr.evaluated_value
-        if isinstance(expr, cst.SimpleString):
-            return expr.evaluated_value
-        if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        if kind is cst.Name and expr.value in ("True", "False", "None"):
             return {"True": True, "False": False, "None": None}[expr.value]
-        if isinstance(expr, (cst.Name, cst.Attribute)):
+        if kind is cst.Name or kind is cst.Attribute:
             return self._eval_name(expr, cls, depth)
-        if isinstance(expr, cst.Call):
+        if kind is cst.Call:
             return self._eval_call(expr, cls, depth)
-        if isinstance(expr, cst.Subscript):
+        if kind is cst.Subscript:
             return self._eval_env(expr, cls)
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-            v = self._eval(expr.expression, cls, depth)
-            return v if v in (UNIFORM, FORK) else (FORK if v is OTHER else not v)
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
-            v = self._eval(expr.expression, cls, depth)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return -v if isinstance(expr.operator, cst.Minus) else v
-            return FORK if v in (FORK, OTHER) else UNIFORM
-        if isinstance(expr, cst.BooleanOperation):
+        if kind is cst.UnaryOperation:
+            operator = type(expr.operator)
+            if operator is cst.Not:
+                v = self._eval(expr.expression, cls, depth)
+                return v if v in (UNIFORM, FORK) else (FORK if v is OTHER else not v)
+            if operator is cst.Minus or operator is cst.Plus:
+                v = self._eval(expr.expression, cls, depth)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    return -v if operator is cst.Minus else v
+                return FORK if v in (FORK, OTHER) else UNIFORM
+            return UNIFORM
+        if kind is cst.BooleanOperation:
             return self._eval_bool(expr, cls, depth)
-        if isinstance(expr, cst.Comparison):
+        if kind is cst.Comparison:
             return self._eval_compare(expr, cls, depth)
-        if isinstance(expr, cst.BinaryOperation):
+        if kind is cst.BinaryOperation:
             left = self._eval(expr.left, cls, depth)
             right = self._eval(expr.right, cls, depth)
             if FORK in (left, right) or OTHER in (left, right):
