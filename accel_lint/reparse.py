@@ -78,10 +78,7 @@ class Layout:
         positions = self._positions.get(unit)
         if positions is None:
             positions = self._positions[unit] = self._resolve(unit)
-        rng = positions[node]
-        if rng.start.line == rng.end.line == 0:  # pragma: no cover - never for a node of the unit
-            raise KeyError(node)
-        return rng
+        return positions[node]
 
     def _resolve(self, unit: cst.CSTNode) -> dict:
         """Positions of a statement's nodes, as a module of that statement alone gives them,

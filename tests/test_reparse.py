@@ -264,3 +264,19 @@ def test_a_kept_function_is_walked_again_when_what_it_reads_changed(edits):
         codes.append([d.code for d in incremental.diagnostics])
     assert reparser.reparsed == len(edits)
     assert codes[0] == ["AL201"] and codes[1] != codes[0] and codes[2] == codes[0]
+
+
+def test_an_edit_walks_again_only_what_it_changed():
+    methods = "".join(f"    def m{i}(self):\n        self.accelerator.wait_for_everyone()\n\n" for i in range(30))
+    source = ("from accelerate import Accelerator\n\n\nclass T:\n    def __init__(self):\n"
+              "        self.accelerator = Accelerator()\n\n" + methods)
+    reparser = Reparser(_full)
+    config = Config()
+    first = lint_source(source.encode(), "t.py", config, want_fixes=True, reparser=reparser)
+    assert first.model.objects.walk_count >= 32
+    edited = source.replace("    def m7(self):\n        self.accelerator", "    def m7(self):\n        x = 1\n        self.accelerator")
+    again = lint_source(edited.encode(), "t.py", config, want_fixes=True, reparser=reparser)
+    objects = again.model.objects
+    # the module (a new node after the re-parse) and the edited method; 29 methods and __init__ stand
+    assert objects.walk_count == 2 and len(objects.kept) == 30
+    assert again.diagnostics == lint_source(edited.encode(), "t.py", config).diagnostics

@@ -228,8 +228,7 @@ class ObjectTracker:
         self._scope: ScopeNode = index.module
         self._current: _ScopeWalk | None = None
         self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories))
-        self.reused = 0  # scopes whose walk of the previous edit still held
-        self.kept: set[ScopeNode] = set()
+        self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
         self._run(previous if previous is not None and previous.key == self.key else None)
 
     def state(self) -> WalkState:
@@ -270,7 +269,6 @@ class ObjectTracker:
             if not round_:
                 break
         self.kept = {scope for scope in scopes if scope not in walked}  # whose previous walk stood
-        self.reused = len(self.kept)
         self.walk_count = sum(walked.values())
         self._collect(scopes)
 
