@@ -368,8 +368,11 @@ class ObjectTracker:
         for target in set(after.passed) | set(before.passed if before else ()):
             if target not in self.summaries:
                 continue  # a function an edit replaced: the walk that passed to it is walked again
-            (self._callers.setdefault(target, set()).add if target in after.passed
-             else self._callers.get(target, set()).discard)(scope)
+            callers = self._callers.setdefault(target, set())
+            if target in after.passed:
+                callers.add(scope)
+            else:
+                callers.discard(scope)
             if before is None or before.passed.get(target) != after.passed.get(target):
                 params = self._params_passed(target)
                 if params != self.summaries[target].params:
