@@ -333,6 +333,136 @@ CASES = {
         train = raw["train"].shuffle(seed=0)
         train = train.map(tokenize, batched=True)
     """, [(6, "AL404")]),
+    # An nn.Module that only bundles an optimizer with its schedule has no parameters, so
+    # prepare() does not wrap it: its own state_dict() is the right one.
+    "module_holding_only_an_optimizer": ("""
+        import torch
+        from torch import nn
+        from accelerate import Accelerator
+
+        class ScheduledOpt(nn.Module):
+            def __init__(self, params, lr):
+                super().__init__()
+                self.opt = torch.optim.AdamW(params, lr=lr)
+                self.sched = LinearWarmupScheduler(self.opt)
+
+            def state_dict(self):
+                return {"opt": self.opt.state_dict(), "sched": self.sched.state_dict()}
+
+        class Runner:
+            def __init__(self, net):
+                self.acc = Accelerator()
+                self.sopt = ScheduledOpt(net.parameters(), 1e-4)
+                self.net, self.sopt = self.acc.prepare(net, self.sopt)
+
+            def save(self, path):
+                torch.save({"sopt": self.sopt.state_dict()}, path)
+    """, []),
+    # ... while a module class with layers is a model, wrapped like any other.
+    "module_class_with_layers_is_wrapped": ("""
+        import torch
+        from torch import nn
+        from accelerate import Accelerator
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 2)
+
+        acc = Accelerator()
+        head = acc.prepare(Head())
+        cfg = head.proj
+    """, [(12, "AL501")]),
+    # A trainer class whose driver method sets up the models before the method that prepares
+    # them: the setup methods see the bare model, the later ones the wrapper.
+    "methods_that_run_before_the_prepare_method": ("""
+        from accelerate import Accelerator
+
+        class Finetuner:
+            def __init__(self, parts):
+                self.acc = Accelerator()
+                self.parts = parts
+
+            def setup_models(self):
+                self.cfg = self.parts.transformer.config
+                self.parts.transformer.enable_gradient_checkpointing()
+
+            def add_adapters(self, lora):
+                self.parts.transformer.add_adapter(lora)
+
+            def wrap(self):
+                self.parts.transformer, self.opt = self.acc.prepare(self.parts.transformer, self.opt)
+
+            def report(self):
+                return self.parts.transformer.config
+
+            def run(self, lora):
+                self.setup_models()
+                self.add_adapters(lora)
+                self.wrap()
+                return self.report()
+    """, [(19, "AL501")]),
+    # DeepSpeed's engine API inside the branch that tests for DeepSpeed.
+    "deepspeed_engine_api_under_a_deepspeed_test": ("""
+        from accelerate import Accelerator, DistributedType
+
+        acc = Accelerator()
+        net, opt = acc.prepare(net, opt)
+        for batch in loader:
+            acc.backward(net(batch).loss)
+            if acc.sync_gradients and acc.distributed_type == DistributedType.DEEPSPEED:
+                norm = net.get_global_grad_norm()
+            opt.step()
+    """, []),
+    # A dataset's __getitem__ caching each sample under a path derived from the sample: each
+    # rank writes the files of its own shard.
+    "per_sample_cache_written_in_getitem": ("""
+        import hashlib
+        from pathlib import Path
+        from safetensors.torch import save_file
+        from accelerate import Accelerator
+
+        class CachedClips:
+            def __init__(self, items, cache, accelerator):
+                self.items, self.cache, self.accelerator = items, Path(cache), accelerator
+
+            def __getitem__(self, index):
+                caption, clip = self.items[index]
+                target = self.cache / (hashlib.sha256(caption.encode()).hexdigest() + ".safetensors")
+                if not target.exists():
+                    emb = encode(caption).to(self.accelerator.device)
+                    save_file({"emb": emb}, target)
+                return clip
+
+        acc = Accelerator()
+        torch_save_target = "summary.safetensors"
+        save_file({}, torch_save_target)
+    """, [(20, "AL401")]),
+    # A rank-dependent sanity check that raises: the launcher stops every rank when one fails,
+    # so the collective after it is reached by the whole (surviving) job.
+    "rank_dependent_check_that_raises_before_a_collective": ("""
+        import os
+        import torch.distributed as dist
+
+        def setup(args):
+            args.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+            if args.local_rank != args.device and args.mode != "inference":
+                raise ValueError("one GPU per process")
+            dist.init_process_group("nccl")
+            group = dist.new_group([0, 1])
+            return group
+    """, []),
+    # ... while a rank-dependent early return before a collective still hangs the others.
+    "rank_dependent_return_before_a_collective": ("""
+        import os
+        import torch.distributed as dist
+
+        def setup(args):
+            dist.init_process_group("nccl")
+            if dist.get_rank() != 0 and args.skip_groups:
+                return None
+            return dist.new_group([0, 1])
+    """, [(8, "AL301")]),
 }
 
 

@@ -345,10 +345,16 @@ class FileModel:
                 break
             if type(parent) in (cst.If, cst.IfExp) and child is not parent.test:
                 in_body = child is parent.body
-                verdict = self._wrapper_test(parent.test, name)
-                if verdict is not None:
-                    holds = verdict if in_body else (not verdict)
-                    return YES if holds else NO
+                # `a and b` is true in the body only where both are; `a or b` false in the else
+                # only where both are: each part then says what it says alone
+                test = parent.test
+                joined = cst.And if in_body else cst.Or
+                parts = [test.left, test.right] if type(test) is cst.BooleanOperation and type(test.operator) is joined else [test]
+                for part in parts:
+                    verdict = self._wrapper_test(part, name)
+                    if verdict is not None:
+                        holds = verdict if in_body else (not verdict)
+                        return YES if holds else NO
             child = parent
         return MAYBE
 
@@ -488,7 +494,7 @@ class FileModel:
                     positive = operator in (cst.Equal, cst.Is)
                     if backend in self._UNWRAPPED_BACKENDS:
                         return False if positive else None
-                    if backend.startswith("MULTI_"):  # DDP on every device type
+                    if backend.startswith("MULTI_") or backend == "DEEPSPEED":  # DDP, or DeepSpeed's engine
                         return True if positive else None
                 if attr == "num_processes" and type(target.comparator) is cst.Integer and target.comparator.value == "1":
                     if operator is cst.Equal:

@@ -327,6 +327,69 @@ class FileIndex:
                 return fn
         return None
 
+    @cached_property
+    def _call_sites(self) -> dict[cst.FunctionDef, list[cst.Call]]:
+        sites: dict[cst.FunctionDef, list[cst.Call]] = {}
+        for call in self.calls:
+            target = self.resolve_call(call)
+            if target is not None:
+                sites.setdefault(target, []).append(call)
+        return sites
+
+    def call_sites(self, fn: cst.FunctionDef) -> list[cst.Call]:
+        """The calls of this file that reach ``fn`` (as ``resolve_call`` resolves them)."""
+        return self._call_sites.get(fn, [])
+
+    def reaches(self, fn: cst.FunctionDef, target: cst.FunctionDef) -> bool:
+        """Whether calling ``fn`` may run ``target`` (through same-file calls)."""
+        memo = self.__dict__.setdefault("_reachable", {})
+        if fn not in memo:
+            found: set[cst.FunctionDef] = {fn}
+            stack = [fn]
+            while stack:
+                for call in self.calls_in(stack.pop()):
+                    callee = self.resolve_call(call)
+                    if callee is not None and callee not in found:
+                        found.add(callee)
+                        stack.append(callee)
+            memo[fn] = found
+        return target in memo[fn]
+
+    def runs_only_before(self, fn: cst.FunctionDef, target: cst.FunctionDef, _depth: int = 0) -> bool:
+        """Whether every run of ``fn`` comes before ``target`` runs: ``fn`` never reaches
+        ``target``, and each of its calls in this file is followed, in the same function and
+        outside any loop around both, by a call that reaches ``target`` (``fit()`` calling
+        ``self.setup_models()`` then ``self.prepare_for_training()``), or sits in a function
+        that itself runs only before ``target``. A function nobody here calls may run any time."""
+        memo = self.__dict__.setdefault("_only_before", {})
+        if (fn, target) not in memo:
+            memo[(fn, target)] = self._runs_only_before(fn, target, _depth)
+        return memo[(fn, target)]
+
+    def _runs_only_before(self, fn: cst.FunctionDef, target: cst.FunctionDef, _depth: int) -> bool:
+        if _depth > 3 or self.reaches(fn, target):
+            return False
+        sites = self.call_sites(fn)
+        if not sites:
+            return False
+        order = self.call_order
+        for site in sites:
+            caller = self.scope_of(site)
+            if caller is fn or type(caller) is not cst.FunctionDef:
+                return False
+            loops = {a for a in self.ancestors(site) if type(a) in (cst.For, cst.While)}
+            followed = False
+            for later in self.calls_in(caller):
+                if order[later] <= order[site] or self.scope_of(later) is not caller:
+                    continue
+                callee = self.resolve_call(later)
+                if callee is not None and self.reaches(callee, target) and not loops & set(self.ancestors(later)):
+                    followed = True
+                    break
+            if not followed and not self.runs_only_before(caller, target, _depth + 1):
+                return False
+        return True
+
     def resolve_call(self, call: cst.Call) -> cst.FunctionDef | None:
         """The same-file ``def`` a call reaches: module functions, nested functions,
         ``self.m()`` inside a class and ``Cls.m()``. Anything else is unknown."""

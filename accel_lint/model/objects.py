@@ -417,6 +417,29 @@ class ObjectTracker:
                     attrs[key] = value
         return attrs
 
+    def _before_prepare(self, cls: str, key: str, scope: ScopeNode, prepared: Value) -> Value | None:
+        """``self.<attr>`` read in a method that runs only before every method that binds it to
+        a prepared object (``fit()`` calls ``self.setup()`` then ``self.prepare_all()``): what it
+        held before, the first other binding, or unknown."""
+        if type(scope) is not cst.FunctionDef:
+            return prepared
+        method = scope
+        while self.index.functions[method].class_name != cls:
+            outer = self.index.functions[method].parent_scope
+            if type(outer) is not cst.FunctionDef:
+                return prepared
+            method = outer
+        earlier: Value | None = None
+        for setter in sorted(self._setters.get(cls, ()), key=self._order.__getitem__):
+            for c, bound, value in self._walks[setter].class_binds:
+                if c != cls or bound != key:
+                    continue
+                if value.prepared == NO:
+                    earlier = earlier or value
+                elif type(setter) is not cst.FunctionDef or not self.index.runs_only_before(method, setter):
+                    return prepared
+        return earlier
+
     def _collect(self, scopes: list[ScopeNode]) -> None:
         """The answer: every scope's last walk, in source order."""
         self.values, self.prepare_calls, self.acc_constructors, self.prepared_origins = {}, [], [], set()
@@ -465,6 +488,8 @@ class ObjectTracker:
                 self._read(("class", cls.name, key))
                 attrs = self.class_attrs.get(cls.name, {})
                 if key in attrs:
+                    if attrs[key].prepared == YES:
+                        return self._before_prepare(cls.name, key, scope, attrs[key])
                     return attrs[key]
         if head in env:
             return None  # a local shadows outer bindings
@@ -575,19 +600,72 @@ class ObjectTracker:
                 return returned
         name = dotted_name(func) or ""
         short = name.split(".")[-1]
-        if short == "DataLoader" or short.endswith("DataLoader"):
-            return Value(kind="loader", origin=call)
-        qual = self.index.imports.qualify(name) or name
-        if "lr_scheduler" in qual or short == "get_scheduler" or re.match(r"get_.*schedule", short):
-            return Value(kind="scheduler", origin=call)
-        if qual.startswith(("torch.optim.", "bitsandbytes.optim", "bnb.optim")) or short in ("AdamW", "Adam", "SGD", "Adafactor"):
-            return Value(kind="optimizer", origin=call)
-        if short == "from_pretrained" and re.search(r"(Model|ForCausalLM|For[A-Z]\w+|UNet|Transformer|Net)", name):
-            return Value(kind="model", origin=call)
+        known = self._constructor_kind(call)
+        if known is not None:
+            return Value(kind=known, origin=call)
         cls = self.index.classes.get(short)
         if cls is not None and any("Module" in b or b.endswith("Model") for b in cls.bases):
-            return Value(kind="model", origin=call)
+            # an nn.Module that holds no parameters (only an optimizer, a schedule) is not
+            # wrapped by prepare(): what it is then is unknown, and its binding names it
+            return Value(kind="model" if self._may_hold_parameters(cls) else None, origin=call)
         return Value(origin=call)
+
+    def _constructor_kind(self, call: cst.Call) -> str | None:
+        """What a library constructor or factory builds: a loader, a scheduler, an optimizer or
+        a pretrained model; ``None`` for anything else."""
+        name = dotted_name(call.func) or ""
+        short = name.split(".")[-1]
+        if short == "DataLoader" or short.endswith("DataLoader"):
+            return "loader"
+        qual = self.index.imports.qualify(name) or name
+        if "lr_scheduler" in qual or short == "get_scheduler" or re.match(r"get_.*schedule", short):
+            return "scheduler"
+        if qual.startswith(("torch.optim.", "bitsandbytes.optim", "bnb.optim")) or short in ("AdamW", "Adam", "SGD", "Adafactor"):
+            return "optimizer"
+        if short == "from_pretrained" and re.search(r"(Model|ForCausalLM|For[A-Z]\w+|UNet|Transformer|Net)", name):
+            return "model"
+        return None
+
+    def _may_hold_parameters(self, cls, seen: frozenset = frozenset()) -> bool:
+        """Whether instances of ``cls`` (a Module subclass defined in this file) may own
+        trainable parameters: it defines or inherits ``forward``, derives from a model class
+        other than a bare ``nn.Module``, or stores a layer, a parameter or a model in ``self``."""
+        if cls.name in seen:
+            return True
+        seen = seen | {cls.name}
+        if "forward" in cls.methods:
+            return True
+        for base in cls.bases:
+            short = base.split(".")[-1]
+            if short == "Module":
+                continue
+            local = self.index.classes.get(short)
+            if local is None or self._may_hold_parameters(local, seen):
+                return True
+        for method in cls.methods.values():
+            for call in self.index.calls_in(method):
+                parent = self.index.parents.get(call)
+                if not isinstance(parent, (cst.Assign, cst.AnnAssign)):
+                    # setattr(self, name, nn.Linear(...)), a ModuleList's append: may hold some
+                    if last_attr(call.func) in ("setattr", "append", "add_module", "register_parameter", "register_module"):
+                        return True
+                    continue
+                name = dotted_name(call.func) or ""
+                qual = self.index.imports.qualify(name) or name
+                short = name.split(".")[-1]
+                known = self._constructor_kind(call)
+                if known is not None:
+                    if known == "model":
+                        return True
+                    continue
+                local = self.index.classes.get(short)
+                if local is not None and any("Module" in b or b.endswith("Model") for b in local.bases):
+                    if self._may_hold_parameters(local, seen):
+                        return True
+                elif qual.startswith(("torch.nn.", "nn.")) or short in ("Parameter", "from_pretrained", "deepcopy") \
+                        or short[:1].isupper() and not short.endswith(("Optimizer", "Scheduler", "LR", "Warmup", "Accelerator")):
+                    return True
+        return False
 
     def _prepared(self, call: cst.Call, arg: cst.BaseExpression, kind: str | None, env: Env) -> Value:
         inner = self.value_of(arg, env)

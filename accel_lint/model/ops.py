@@ -331,13 +331,7 @@ class OpAnalysis:
         return None
 
     def call_sites(self, fn: cst.FunctionDef) -> list[cst.Call]:
-        if not hasattr(self, "_sites"):
-            self._sites: dict[cst.FunctionDef, list[cst.Call]] = {}
-            for call in self.index.calls:
-                target = self.index.resolve_call(call)
-                if target is not None:
-                    self._sites.setdefault(target, []).append(call)
-        return self._sites.get(fn, [])
+        return self.index.call_sites(fn)
 
 
 def _strongly_connected(index: FileIndex) -> dict[ScopeNode, int]:
@@ -467,7 +461,7 @@ def _always_exits(stmts) -> bool:
 def _combine_exits(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return None
-    return "return" if a == b == "return" else "loop"
+    return "return" if a in ("return", "raise") and b in ("return", "raise") else "loop"
 
 
 class _Walker:
@@ -532,6 +526,14 @@ class _Walker:
         branch_guard = Guard(stmt, stmt.test, "if") if rank else guard
         t_items, t_exit = self.block(then, branch_guard)
         o_items, o_exit = self.block(other, Guard(stmt, stmt.test, "else") if rank else guard)
+        # A branch that raises ends the job, not one rank's part in it: torchrun and
+        # `accelerate launch` stop every rank when one fails. The other branch is the program.
+        if rank and t_exit == "raise" and o_exit is None:
+            items.extend(o_items)
+            return guard, None, False
+        if rank and o_exit == "raise" and t_exit is None:
+            items.extend(t_items)
+            return guard, None, False
         if t_exit is None and o_exit is None:
             items.append(Fork(stmt, [t_items, o_items], branch_guard) if rank else Choice(stmt, [t_items, o_items]))
             return guard, None, False
@@ -619,7 +621,9 @@ class _Walker:
 
     def small(self, small: cst.BaseSmallStatement, guard: Guard | None, items: list[Item]) -> str | None:
         self._calls(small, guard, items)
-        if isinstance(small, (cst.Return, cst.Raise)):
+        if isinstance(small, cst.Raise):
+            return "raise"
+        if isinstance(small, cst.Return):
             return "return"
         if isinstance(small, (cst.Break, cst.Continue)):
             return "loop"

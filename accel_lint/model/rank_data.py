@@ -7,6 +7,7 @@ between ranks) when it is computed from:
 * a forward of a model (``model(**batch)``, ``model.generate(...)``) and anything read from its
   output (``outputs.loss``, ``loss.item()``, ``torch.isnan(loss)``);
 * the clock (``time.time()``);
+* the index a dataset's ``__getitem__`` receives (the sampler hands each rank its own indices);
 * an assignment made under a condition that is itself varying (``if val_loss > best:
   patience += 1``: the counter now differs between ranks).
 
@@ -42,7 +43,16 @@ class RankData:
         self._scope: ScopeNode = index.module
         for scope in [index.module, *index.functions]:
             self._scope = scope
-            self._final[scope] = self._block(self.index.body_of(scope), set(), False)
+            self._final[scope] = self._block(self.index.body_of(scope), self._varying_params(scope), False)
+
+    def _varying_params(self, scope: ScopeNode) -> set[str]:
+        """A dataset's ``__getitem__(self, index)``: the sampler gives each rank its own
+        indices, so the index and everything computed from it (the sample, its cache path)
+        differ between ranks."""
+        info = self.index.functions.get(scope)
+        if info is None or info.class_name is None or scope.name.value not in ("__getitem__", "__getitems__"):
+            return set()
+        return {p.name.value for p in info.params[1:2]}
 
     # -- queries ---------------------------------------------------------------------------
     def varies(self, expr: cst.CSTNode) -> bool:

@@ -20,7 +20,8 @@ class UnguardedWrite(Rule):
     `Path.write_text`/`write_bytes`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
     `unlink`/`rename`/`replace`, `df.to_csv`, and `save_pretrained` on tokenizers,
     processors and configs (which, unlike transformers 5 models, do not gate themselves).
-    Not flagged: paths that contain the rank (`f"out_{accelerator.process_index}.pt"`),
+    Not flagged: paths that contain the rank (`f"out_{accelerator.process_index}.pt"`) or
+    are computed from the rank's own data (a dataset's `__getitem__` caching each sample),
     writes inside `with accelerator.split_between_processes(...)`, temporary files,
     helpers only called under a guard, `accelerator.save` and `save_state`.
 
@@ -104,6 +105,10 @@ tokenizer.save_pretrained("out")  # expect: AL401
             if not model.runs_on_every_rank(scope):
                 continue
             if _rank_unique(model, call, 0) or _inside_split(model, call) or model.single_process_at(call):
+                continue
+            if write.path is not None and model.rank_data.varies(write.path):
+                # a path computed from this rank's own data (a sample's cache file): each rank
+                # writes its own files
                 continue
             acc = model.accelerator_name_in(scope)
             path = quote(model.code(write.path), 40) if write.path is not None else "its target"

@@ -11,7 +11,12 @@ from .base import Finding, Fix, Rule
 # the DDP wrapper's own members: deliberate where a branch tested for the wrapper
 _WRAPPER_API = frozenset({"_set_static_graph", "_get_ddp_logging_data", "reducer", "process_group", "static_graph",
                           "find_unused_parameters", "broadcast_buffers", "gradient_as_bucket_view", "join_hook",
-                          "_register_builtin_comm_hook", "_register_fused_optim"})
+                          "_register_builtin_comm_hook", "_register_fused_optim",
+                          # DeepSpeed's engine, inside a `distributed_type == DEEPSPEED` branch
+                          "get_global_grad_norm", "save_checkpoint", "load_checkpoint", "zero_optimization_stage",
+                          "is_gradient_accumulation_boundary", "set_gradient_accumulation_boundary",
+                          "global_steps", "global_samples", "get_lr", "train_micro_batch_size_per_gpu",
+                          "empty_partition_cache", "optimizer", "lr_scheduler"})
 _MODULE_API = frozenset({
     "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
     "named_children", "modules", "named_modules", "zero_grad", "requires_grad_", "to", "cpu", "cuda",
