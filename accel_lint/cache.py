@@ -21,7 +21,7 @@ from . import __version__
 from .diagnostics import Diagnostic, FileError, Notice
 
 CACHE_DIR_NAME = ".accel_lint_cache"
-CACHE_FORMAT = 6  # bump when an entry's layout changes
+CACHE_FORMAT = 7  # bump when an entry's layout changes
 
 
 def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:

@@ -24,6 +24,9 @@ DL_ITER: Final = "DL_ITER"  # RNG broadcast when a shuffled prepared loader star
 END: Final = "END"  # destroys the process group (class D)
 # not a collective: what a module's summary says of a function that returns an accelerator
 ACCELERATOR_FACTORY: Final = "ACCELERATOR_FACTORY"
+# not a collective: a function whose result is a rank predicate (`def is_main_process(): return
+# dist.get_rank() == 0`); its detail is "main" or "local_main", where it is true
+RANK_PREDICATE: Final = "RANK_PREDICATE"
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY
+from .collectives import ACCELERATOR_FACTORY, RANK_PREDICATE
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -556,14 +556,37 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
     for level, module, name, local, why in result.imports:
         for candidate in _module_files(here, level, module):
             summary = exporting.get(candidate)
+            if candidate.endswith("__init__.py") and (summary is None or name not in summary):
+                # a package that re-exports a function of one of its modules
+                # (`from .utils import is_main_process` in its __init__.py)
+                owners = [other for other in _by_folder(exporting).get(os.path.dirname(candidate), ()) if name in other]
+                if len(owners) == 1:
+                    summary = owners[0]
             if summary is not None:
                 ops = [tuple(op) for op in summary.get(name, ())]
-                if why != "guarded":  # only assigned from: only an accelerator factory matters
+                if why == "tested":  # in a condition: only a rank predicate matters
+                    ops = [op for op in ops if op[0] == RANK_PREDICATE]
+                elif why != "guarded":  # only assigned from: only an accelerator factory matters
                     ops = [op for op in ops if op[0] == ACCELERATOR_FACTORY]
                 if ops:
                     found[local] = ops
                 break
     return found
+
+
+_FOLDERS: dict[int, tuple[dict, dict[str, list[dict]]]] = {}
+
+
+def _by_folder(exporting: dict[str, dict]) -> dict[str, list[dict]]:
+    """The exporting summaries grouped by folder (built once per pass)."""
+    held = _FOLDERS.get(id(exporting))
+    if held is None or held[0] is not exporting:
+        grouped: dict[str, list[dict]] = {}
+        for path, summary in exporting.items():
+            grouped.setdefault(os.path.dirname(path), []).append(summary)
+        _FOLDERS.clear()
+        _FOLDERS[id(exporting)] = held = (exporting, grouped)
+    return held[1]
 
 
 @functools.lru_cache(maxsize=65536)

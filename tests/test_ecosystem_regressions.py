@@ -501,3 +501,48 @@ def test_an_accelerator_built_by_a_factory_in_another_module_is_seen(tmp_path):
     (tmp_path / "project" / "train_util.py").write_text("def prepare_accelerator(args):\n    return object()\n")
     code, found = json_findings(str(tmp_path / "project"), "--no-cache")
     assert (code, found) == (0, [])
+
+
+def test_a_rank_predicate_from_another_module_guards_writes(tmp_path):
+    """``from mypkg.distributed import is_main_process`` where the package re-exports a function
+    of one of its modules that returns ``not dist.is_initialized() or dist.get_rank() == 0``:
+    writes under ``if is_main_process():`` run on rank 0 only, an unguarded one on every rank."""
+    package = tmp_path / "mypkg" / "distributed"
+    package.mkdir(parents=True)
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from .helpers import is_main_process\n")
+    (package / "helpers.py").write_text(
+        "import torch.distributed as dist\n\n\n"
+        "def is_main_process() -> bool:\n"
+        "    return not dist.is_initialized() or dist.get_rank() == 0\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "from accelerate import Accelerator\n"
+        "from mypkg.distributed import is_main_process\n\n"
+        "accelerator = Accelerator()\n"
+        "model = accelerator.prepare(model)\n"
+        "if is_main_process():\n"
+        "    torch.save(accelerator.get_state_dict(model), 'ema.pt')\n"
+        "    tokenizer.save_pretrained('out')\n"
+        "tokenizer.save_pretrained('final')\n")
+    for args in ((), ("--jobs", "1")):
+        code, found = json_findings(str(tmp_path), "--no-cache", *args)
+        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [
+            ("train.py", 8, "AL302"), ("train.py", 10, "AL401")]
+
+
+def test_a_same_file_rank_predicate_with_an_initialized_check():
+    source = textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        from accelerate import Accelerator
+
+        def is_main():
+            return not dist.is_initialized() or dist.get_rank() == 0
+
+        accelerator = Accelerator()
+        if is_main():
+            torch.save({}, "stats.pt")
+    """).lstrip("\n")
+    result = lint_source(source, "train.py", Config())
+    assert [(d.line, d.code) for d in result.diagnostics] == []

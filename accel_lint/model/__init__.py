@@ -36,6 +36,7 @@ from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
+from ..collectives import RANK_PREDICATE
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker,
                       Value)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -220,9 +221,24 @@ class FileModel:
                 # a factory (`def prepare_accelerator(args): return Accelerator(...)`): its
                 # callers in other modules hold an accelerator
                 ops = [*ops, (ACCELERATOR_FACTORY, "")]
+            where = self._predicate_kind(fn)
+            if where is not None:
+                ops = [*ops, (RANK_PREDICATE, where)]
             if ops:
                 out[name] = ops
         return out
+
+    def _predicate_kind(self, fn: cst.FunctionDef) -> str | None:
+        """``"main"`` / ``"local_main"`` when the function takes no required argument and
+        returns a rank predicate (true on the main process / on each node's main process)."""
+        if any(p.default is None for p in fn.params.params) or fn.params.posonly_params:
+            return None
+        exprs = self.objects.summaries[fn].return_exprs
+        if len(exprs) != 1:
+            return None
+        from .ranks import LOCAL_MAIN, MAIN, OTHER_RANK
+        values = tuple(self.ranks.evaluate(exprs[0], c) for c in (MAIN, LOCAL_MAIN, OTHER_RANK))
+        return {(True, False, False): "main", (True, True, False): "local_main"}.get(values)
 
     # keys of a prepared_arguments() entry that are not parameters: every call of the function
     # from this file, and the calls that run on every rank
@@ -275,6 +291,10 @@ class FileModel:
         # it assigns from imported calls matters for it)
         guarded = {name for call in self.index.calls
                    if analysed and from_another_module(name := dotted_name(call.func)) and self.rank_guard_of(call) is not None}
+        # an imported call in a condition (`if is_main_process():`): it may be a rank predicate
+        tested = {name for call in self.index.calls
+                  if analysed and from_another_module(name := dotted_name(call.func)) and not call.args
+                  and self._in_condition(call)}
         # whatever an imported function returns is bound by an assignment: an accelerator
         # factory matters wherever it is called
         assigned = {dotted_name(call.func) for call in self.index.calls
@@ -285,13 +305,28 @@ class FileModel:
             guarded = {dotted_name(call.func) for call in self.index.calls}
         # why each name matters: "guarded" (its collectives count at a guarded call) or only
         # "assigned" (it may be an accelerator factory)
-        out = [(*where, local, "guarded" if local in guarded else "assigned")
-               for local, where in imported.items() if local in guarded or local in assigned]
-        for name in sorted(n for n in assigned | guarded if n and "." in n):
+        def why(name: str) -> str:
+            return "guarded" if name in guarded else ("tested" if name in tested else "assigned")
+
+        out = [(*where, local, why(local))
+               for local, where in imported.items() if local in guarded or local in assigned or local in tested]
+        for name in sorted(n for n in assigned | guarded | tested if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
-                out.append((0, modules[head], function, name, "guarded" if name in guarded else "assigned"))
+                out.append((0, modules[head], function, name, why(name)))
         return out
+
+    def _in_condition(self, call: cst.Call) -> bool:
+        """``call`` is (part of) the test of an ``if``, ``while`` or conditional expression."""
+        child: cst.CSTNode = call
+        for parent in self.index.ancestors(call):
+            kind = type(parent)
+            if kind in (cst.If, cst.While, cst.IfExp):
+                return child is parent.test
+            if kind not in (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget):
+                return False
+            child = parent
+        return False
 
     def _modules_imported(self) -> dict[str, str]:
         """local name -> module for ``import module [as local]`` (``import train_util``)."""
@@ -357,6 +392,23 @@ class FileModel:
                         return YES if holds else NO
             child = parent
         return MAYBE
+
+    def compiled_at(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs only where the script's own compile flag holds (``m._orig_mod
+        if args.torch_compile else m``): the user asserts the model is compiled there."""
+        child = node
+        for parent in self.index.ancestors(node):
+            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                return False
+            if type(parent) in (cst.If, cst.IfExp) and child is not parent.test:
+                test, positive = parent.test, child is parent.body
+                if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+                    test, positive = test.expression, not positive
+                flag = last_attr(test) if type(test) in (cst.Name, cst.Attribute) else None
+                if positive and flag is not None and "compile" in flag.lower():
+                    return True
+            child = parent
+        return False
 
     def prepared_backend(self, value: Value) -> str | None:
         """The backend the accelerator that prepared ``value`` is built for, when its
@@ -454,6 +506,13 @@ class FileModel:
                 backend = comparator.evaluated_value if type(comparator) is cst.SimpleString else last_attr(comparator)
                 if backend == "NO":
                     return {cst.Equal: True, cst.Is: True}.get(operator)
+            # transformers' TrainingArguments.parallel_mode: "distributed" where a launcher
+            # started several processes (`args.parallel_mode.value != "distributed"`)
+            mode = left.value if type(left) is cst.Attribute and left.attr.value == "value" else left
+            if type(mode) is cst.Attribute and mode.attr.value == "parallel_mode":
+                wanted = comparator.evaluated_value if type(comparator) is cst.SimpleString else last_attr(comparator)
+                if wanted in ("distributed", "DISTRIBUTED"):
+                    return {cst.Equal: False, cst.Is: False, cst.NotEqual: True, cst.IsNot: True}.get(operator)
         return None
 
     def _wrapper_test(self, test: cst.BaseExpression, name: str | None, depth: int = 0) -> bool | None:
@@ -465,8 +524,10 @@ class FileModel:
         if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             inner = self._wrapper_test(test.expression, name, depth)
             return None if inner is None else not inner
-        if self._single_process_test(test) is True:
-            return False  # one process: prepare returns the model itself
+        single = self._single_process_test(test)
+        if single is not None:
+            # one process: prepare returns the model itself; several: it wrapped it
+            return not single
         if type(test) is cst.Call and type(test.func) is cst.Name and len(test.args) == 2 and name is not None:
             subject = dotted_name(test.args[0].value)
             if subject != name:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ..collectives import ACCELERATOR_FACTORY
+from ..collectives import ACCELERATOR_FACTORY, RANK_PREDICATE
 from .index import FileIndex, ScopeNode
 from .names import dotted_name, last_attr
 
@@ -212,6 +212,10 @@ class ObjectTracker:
         # functions of other modules of the tree that return an accelerator, by the name called
         self.factories = {name for name, ops in (external or {}).items()
                           if any(kind == ACCELERATOR_FACTORY for kind, _ in ops)}
+        # functions of other modules of the tree that are rank predicates: name called -> where
+        # it is true ("main" or "local_main")
+        self.predicates = {name: detail for name, ops in (external or {}).items()
+                           for kind, detail in ops if kind == RANK_PREDICATE}
         self.accelerator_names = accelerator_names
         # from other modules of the tree: module function -> parameter (name or position) -> the
         # kind of prepared object every caller passes there
@@ -227,7 +231,7 @@ class ObjectTracker:
         self.converged = True  # False: some scope still read a changed fact after its last walk
         self._scope: ScopeNode = index.module
         self._current: _ScopeWalk | None = None
-        self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories))
+        self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()))
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
         self._run(previous if previous is not None and previous.key == self.key else None)
 

@@ -222,6 +222,11 @@ class RankEvaluator:
             return cls.pi == 0
         if short == "is_local_process_zero":
             return cls.li == 0
+        if qual.endswith(("distributed.is_initialized", "distributed.is_available")) and not call.args:
+            return True  # in a job of several processes, the process group exists
+        where = self.objects.predicates.get(name)
+        if where is not None:  # a rank predicate defined in another module of the tree
+            return cls.pi == 0 if where == "main" else cls.li == 0
         env = self._eval_env(call, cls)
         if env is not UNIFORM:
             return env

@@ -144,8 +144,11 @@ def _accumulating_backward_loop(model: FileModel, call: cst.Call) -> bool:
         if isinstance(parent, (cst.For, cst.While)):
             for inner in model.calls_in(parent.body):
                 func = inner.func
+                # a backward in a loop of its own inside this one (the micro-batches of one
+                # update, looped by hand) runs to the end before the clip: it clips once per update
                 if isinstance(func, cst.Attribute) and func.attr.value == "backward" and \
-                        model.is_accelerator(func.value) and model.gradient_accumulation(func.value)[1]:
+                        model.is_accelerator(func.value) and model.gradient_accumulation(func.value)[1] and \
+                        model.enclosing_loop(inner) is parent:
                     return True
             return False
     return False

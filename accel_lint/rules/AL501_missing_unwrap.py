@@ -164,6 +164,8 @@ class Runner:
                 # FSDP1's wrapper forwards attributes to the model, and its state_dict() is the
                 # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)
                 continue
+            if attr == "_orig_mod" and model.compiled_at(node):
+                continue  # read where the script's compile flag holds
             wrapped = model.wrapped_at(node, node.value)
             if wrapped == NO or (wrapped == YES and (attr in ("module", "_orig_mod") or attr in _WRAPPER_API)):
                 continue  # the branch only runs where the model is bare, or uses the wrapper it tested for
