@@ -18,7 +18,11 @@ Corpora (their code is never committed; it is unpacked into ``--cache``, default
 * ``peft``: huggingface/peft ``examples/`` at 5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40;
 * ``accelerate-examples``: huggingface/accelerate ``examples/`` at 16cb6eb80dd9;
 * ``sd-scripts``: kohya-ss/sd-scripts at 48d368fa5577 (the whole repository);
-* ``denoising-diffusion``: lucidrains/denoising-diffusion-pytorch at faed4db28e72 (the whole repository).
+* ``denoising-diffusion``: lucidrains/denoising-diffusion-pytorch at faed4db28e72 (the whole repository);
+* added later, each the whole repository: huggingface/parler-tts (d108732c), huggingface/distil-whisper
+  (cc96130f), huggingface/open-muse (64e1afe0), huggingface/lerobot (7427f318), THUDM/CogVideo
+  (e519eced), lucidrains/audiolm-pytorch (d65fd151), lucidrains/DALLE2-pytorch (680dfc4d),
+  lucidrains/imagen-pytorch (c166739b), showlab/Tune-A-Video (7d4a89a2).
 
 The git corpora are taken with ``git archive`` from a local clone or mirror when one exists
 (``--mirror-root``: a folder holding ``owner+name/repo`` git dirs, or ``owner+name`` clones),
@@ -57,6 +61,16 @@ GIT_CORPORA = {
     "accelerate-examples": ("huggingface/accelerate", "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83", "examples"),
     "sd-scripts": ("kohya-ss/sd-scripts", "48d368fa557731ad0488c07304dfeba8c07910eb", None),
     "denoising-diffusion": ("lucidrains/denoising-diffusion-pytorch", "faed4db28e724735323fa91c70aa9b28a6e1cbac", None),
+    # added later, each as code the model had not been run on before (whole repositories)
+    "parler-tts": ("huggingface/parler-tts", "d108732cd57788ec86bc857d99a6cabd66663d68", None),
+    "distil-whisper": ("huggingface/distil-whisper", "cc96130f6e4cc74cab4545f3c6e7e5c204ced871", None),
+    "open-muse": ("huggingface/open-muse", "64e1afe033717d795866ab8204484705cd4dc3f7", None),
+    "lerobot": ("huggingface/lerobot", "7427f31801f944f5ec9ce53cda02862ce7d1638b", None),
+    "cogvideo": ("THUDM/CogVideo", "e519eced782c08db81f45e5eb40baa45958087ae", None),
+    "audiolm-pytorch": ("lucidrains/audiolm-pytorch", "d65fd151075d304bc7b28dfcb736e179b6020fca", None),
+    "dalle2-pytorch": ("lucidrains/DALLE2-pytorch", "680dfc4d93b70f9ab23c814a22ca18017a738ef6", None),
+    "imagen-pytorch": ("lucidrains/imagen-pytorch", "c166739b03b06fbc2e7c00116ffc81724626ad08", None),
+    "tune-a-video": ("showlab/Tune-A-Video", "7d4a89a2b90067e8d805ef1287beb4e4adf37e18", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)

@@ -452,6 +452,24 @@ CASES = {
             group = dist.new_group([0, 1])
             return group
     """, []),
+    # An evaluation only the main process runs stops after a number of samples: the early exit
+    # diverges nothing more than the main-only forward already does (that one is AL305's).
+    "sample_budget_exit_in_a_main_only_evaluation": ("""
+        from accelerate import Accelerator
+
+        def evaluate(net, loader, budget):
+            seen = 0
+            for batch in loader:
+                out = net(**batch)
+                seen += batch["ids"].shape[0]
+                if seen >= budget:
+                    break
+
+        acc = Accelerator()
+        net, loader = acc.prepare(net, loader)
+        if acc.is_main_process:
+            evaluate(net, loader, 512)
+    """, [(6, "AL305")]),
     # ... while a rank-dependent early return before a collective still hangs the others.
     "rank_dependent_return_before_a_collective": ("""
         import os

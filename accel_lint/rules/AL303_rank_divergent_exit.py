@@ -121,6 +121,10 @@ class RankDivergentExit(Rule):
                      and model.enclosing_loop(n) is loop]
             if not exits or not _has_collectives(model, loop):
                 continue  # cheap test first: most loops have no exit statement
+            if model.rank_guard_of(loop) is not None or not model.runs_on_every_rank(model.scope_of(loop)):
+                # a loop only some ranks run (an evaluation on the main process): its collectives
+                # are already unmatched, which AL301/AL305 report; its exits diverge nothing more
+                continue
             for index, node, exit_kind in exits:
                 if exit_kind == "continue" and not any(
                         isinstance(later, cst.Call) and _is_collective(model, later) for later in body[index + 1:]):
