@@ -332,6 +332,7 @@ CASES = {
         raw = load_dataset("imdb")
         train = raw["train"].shuffle(seed=0)
         train = train.map(tokenize, batched=True)
+        model, loader = acc.prepare(model, DataLoader(train))
     """, [(6, "AL404")]),
     # An nn.Module that only bundles an optimizer with its schedule has no parameters, so
     # prepare() does not wrap it: its own state_dict() is the right one.
@@ -435,9 +436,10 @@ CASES = {
                 return clip
 
         acc = Accelerator()
+        loader = acc.prepare(DataLoader(CachedClips(items, "cache", acc)))
         torch_save_target = "summary.safetensors"
         save_file({}, torch_save_target)
-    """, [(20, "AL401")]),
+    """, [(21, "AL401")]),
     # A rank-dependent sanity check that raises: the launcher stops every rank when one fails,
     # so the collective after it is reached by the whole (surviving) job.
     "rank_dependent_check_that_raises_before_a_collective": ("""
@@ -470,6 +472,57 @@ CASES = {
         if acc.is_main_process:
             evaluate(net, loader, 512)
     """, [(6, "AL305")]),
+    # The script checks for the attribute before it reads it on the (possibly wrapped) model.
+    "attribute_read_after_a_hasattr_check": ("""
+        from accelerate import Accelerator
+
+        acc = Accelerator()
+        unet = acc.prepare(unet)
+        if hasattr(unet, "config") and hasattr(unet.config, "patch_size"):
+            size = unet.config.patch_size
+        size = unet.config.patch_size
+    """, [(7, "AL501")]),
+    # An entry-point method sets the models up and only then calls the hook that prepares
+    # them: before that call it works on the bare models, also after rebinding their holder.
+    "entry_method_before_its_own_prepare_hook": ("""
+        from accelerate import Accelerator
+
+        class Job:
+            def __init__(self):
+                self.acc = Accelerator()
+
+            def prepare_models(self):
+                self.sd.unet = self.acc.prepare(self.sd.unet)
+
+            def run(self):
+                self.sd = load_pipeline()
+                unet = self.sd.unet
+                unet.enable_gradient_checkpointing()
+                self.prepare_models()
+                self.sd.unet.enable_gradient_checkpointing()
+    """, [(15, "AL501")]),
+    # An inference tool that builds an Accelerator for its device only and never prepares,
+    # gathers or asks for a rank: one process, so its writes and prints are not per rank.
+    "accelerator_used_for_its_device_only": ("""
+        import torch
+        from accelerate import Accelerator
+        from safetensors.torch import save_file
+
+        acc = Accelerator(mixed_precision="bf16")
+        net = load(args.ckpt).to(acc.device)
+        with acc.autocast():
+            latents = net(sample())
+        save_file({"latent": latents}, args.out)
+        print("saved", args.out)
+    """, []),
+    # A keyword argument named like an accelerator passes a stub, it reads no accelerator.
+    "keyword_named_accelerator_passing_a_stub": ("""
+        from types import SimpleNamespace
+
+        stub = SimpleNamespace(device="cuda")
+        model = loader.load(accelerator=stub, path="w.safetensors")
+        print("loaded")
+    """, []),
     # ... while a rank-dependent early return before a collective still hangs the others.
     "rank_dependent_return_before_a_collective": ("""
         import os
@@ -564,3 +617,31 @@ def test_a_same_file_rank_predicate_with_an_initialized_check():
     """).lstrip("\n")
     result = lint_source(source, "train.py", Config())
     assert [(d.line, d.code) for d in result.diagnostics] == []
+
+
+def test_a_helper_module_imported_from_its_package_is_followed(tmp_path):
+    """``from mypkg.utils import train_utils`` then ``train_utils.save_and_rotate(...)`` under the
+    main-process guard: the helper's ``save_state`` is AL302 at the guarded call, and its
+    ``rmtree`` is not a write on every rank (every caller guards the helper)."""
+    utils = tmp_path / "mypkg" / "utils"
+    utils.mkdir(parents=True)
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (utils / "__init__.py").write_text("")
+    (utils / "train_utils.py").write_text(
+        "import os\nimport shutil\nimport accelerate\n\n\n"
+        "def save_and_rotate(args, accelerator: accelerate.Accelerator, step):\n"
+        "    accelerator.save_state(os.path.join(args.out, f'step-{step}'))\n"
+        "    old = os.path.join(args.out, f'step-{step - args.keep}')\n"
+        "    if os.path.exists(old):\n"
+        "        shutil.rmtree(old)\n")
+    (tmp_path / "train.py").write_text(
+        "from accelerate import Accelerator\n"
+        "from mypkg.utils import train_utils\n\n"
+        "accelerator = Accelerator()\n"
+        "model, opt = accelerator.prepare(model, opt)\n"
+        "for step in range(10):\n"
+        "    if accelerator.is_main_process:\n"
+        "        train_utils.save_and_rotate(args, accelerator, step)\n")
+    for args in ((), ("--jobs", "1")):
+        code, found = json_findings(str(tmp_path), "--no-cache", *args)
+        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 8, "AL302")]

@@ -120,6 +120,32 @@ class FileModel:
             return False
         return bool(self.objects.acc_constructors) or any(v.is_acc for v in self.objects.values.values())
 
+    # what only a program meant for several processes reads
+    _MULTI_PROCESS_NAMES = frozenset({
+        "process_index", "local_process_index", "is_main_process", "is_local_main_process", "is_last_process",
+        "num_processes", "split_between_processes", "main_process_first", "local_main_process_first",
+        "on_main_process", "on_local_main_process", "on_process", "on_local_process", "wait_for_everyone"})
+
+    @cached_property
+    def single_process_program(self) -> bool:
+        """The file builds its own accelerator and uses nothing that matters with several
+        processes: nothing prepared, no collective, no rank or process count read, no
+        ``torch.distributed`` (an inference or caching tool that uses the accelerator for its
+        device and autocast). Every process would redo the whole job, so it is not launched on
+        several: what it writes is not a race between ranks."""
+        if not self.objects.acc_constructors or self.incoming or self.external or self.objects.prepare_calls:
+            return False
+        if self.uses_torch_distributed or self.index.identifiers & self._MULTI_PROCESS_NAMES:
+            return False
+        for call in self.index.calls:
+            if self.op_kind(call) is not None:
+                return False
+            # handed to code of another module, which may use it for several processes
+            if self.index.resolve_call(call) is None and any(
+                    (v := self.objects.values.get(arg.value)) is not None and v.is_acc for arg in call.args):
+                return False
+        return True
+
     @cached_property
     def uses_torch_distributed(self) -> bool:
         """The file imports torch.distributed or calls into it (``import torch; torch.distributed.barrier()``)."""
@@ -260,7 +286,7 @@ class FileModel:
                 where = imported[call.func.value]
             elif isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
                     and call.func.value.value in modules:
-                where = (0, modules[call.func.value.value], call.func.attr.value)
+                where = (*modules[call.func.value.value], call.func.attr.value)
             else:
                 continue
             passed = {self.CALLED: "yes"}
@@ -313,7 +339,7 @@ class FileModel:
         for name in sorted(n for n in assigned | guarded | tested if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
-                out.append((0, modules[head], function, name, why(name)))
+                out.append((*modules[head], function, name, why(name)))
         return out
 
     def _in_condition(self, call: cst.Call) -> bool:
@@ -328,17 +354,22 @@ class FileModel:
             child = parent
         return False
 
-    def _modules_imported(self) -> dict[str, str]:
-        """local name -> module for ``import module [as local]`` (``import train_util``)."""
-        found = {}
+    def _modules_imported(self) -> dict[str, tuple[int, str]]:
+        """local name -> (relative level, module) for ``import module [as local]`` (``import
+        train_util``) and ``from package import module`` (``from .utils import train_utils``:
+        a name imported from a package may be one of its modules; where it is not, no file of
+        that name exists and nothing is found)."""
+        found: dict[str, tuple[int, str]] = {}
         for node in self.index.walk(self.module):
             if isinstance(node, cst.Import):
                 for alias in node.names:
                     module = dotted_name(alias.name) or ""
                     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                        found[alias.asname.name.value] = module
+                        found[alias.asname.name.value] = (0, module)
                     elif "." not in module:
-                        found[module] = module
+                        found[module] = (0, module)
+        for local, (level, module, name) in self._names_imported_from().items():
+            found.setdefault(local, (level, f"{module}.{name}" if module else name))
         return found
 
     def _names_imported_from(self) -> dict[str, tuple[int, str, str]]:
@@ -624,6 +655,8 @@ class FileModel:
         """Whether code in ``scope`` (outside local guards) runs on every rank of an Accelerate
         program: module code; functions that use an accelerator and are not gated; helpers
         called without a guard from such code."""
+        if self.single_process_program:
+            return False
         if isinstance(scope, cst.Module):
             return True
         if scope in _seen:

@@ -248,10 +248,11 @@ class FileIndex:
         found = self._loads.get(node)
         if found is None:
             parents = self.parents
-            # the ``attr`` of ``torch.accelerator`` is part of that attribute, not a read of a
-            # variable called ``accelerator``
+            # the ``attr`` of ``torch.accelerator`` is part of that attribute, and the keyword of
+            # ``f(accelerator=stub)`` names a parameter: neither reads a variable ``accelerator``
             found = [n for n in self.walk(node) if type(n) in _NAME_READS
-                     and not (type(n) is cst.Name and type(parents.get(n)) is cst.Attribute and parents[n].attr is n)]
+                     and not (type(n) is cst.Name and type(parents.get(n)) is cst.Attribute and parents[n].attr is n)
+                     and not (type(n) is cst.Name and type(parents.get(n)) is cst.Arg and parents[n].keyword is n)]
             self._loads[node] = found
         return found
 

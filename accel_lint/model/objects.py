@@ -189,6 +189,8 @@ class _ScopeWalk:
     final_env: Env = field(default_factory=dict)
     prepares_grew: bool = False  # the function prepares a parameter it was not known to
     reads: dict = field(default_factory=dict)  # fact -> what it was when the walk first read it
+    # self.<attr> a method prepares later through its own calls: key -> the methods that bind it
+    deferred: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -421,6 +423,35 @@ class ObjectTracker:
                     attrs[key] = value
         return attrs
 
+    def _prepared_setters(self, cls: str, key: str) -> tuple[list, Value | None]:
+        """The methods that bind ``self.<key>`` to a prepared object, and the first other binding."""
+        setters, earlier = [], None
+        for setter in sorted(self._setters.get(cls, ()), key=self._order.__getitem__):
+            for c, bound, value in self._walks[setter].class_binds:
+                if c != cls or bound != key:
+                    continue
+                if value.prepared == NO:
+                    earlier = earlier or value
+                elif setter not in setters:
+                    setters.append(setter)
+        return setters, earlier
+
+    def _defer_prepared_attrs(self, method: cst.FunctionDef, cls: str, env: Env) -> None:
+        """A method nothing in the file calls (``run()``, ``__init__``) that prepares attributes
+        through its own later calls (``self.setup(); ...; self.hook_before_train_loop()``): until
+        that call, the attributes hold what they held before."""
+        if self.index.call_sites(method):
+            return
+        for key, value in self.class_attrs.get(cls, {}).items():
+            self._read(("class", cls, key))
+            if value.prepared != YES:
+                continue
+            setters, earlier = self._prepared_setters(cls, key)
+            if setters and all(type(s) is cst.FunctionDef and s is not method and self.index.reaches(method, s)
+                               for s in setters):
+                env[key] = earlier or Value()
+                self._current.deferred[key] = (setters, value)
+
     def _before_prepare(self, cls: str, key: str, scope: ScopeNode, prepared: Value) -> Value | None:
         """``self.<attr>`` read in a method that runs only before every method that binds it to
         a prepared object (``fit()`` calls ``self.setup()`` then ``self.prepare_all()``): what it
@@ -473,6 +504,8 @@ class ObjectTracker:
                 elif name in summary.params:
                     env[name] = summary.params[name]
             info = self.index.functions[scope]
+            if info.class_name is not None:
+                self._defer_prepared_attrs(scope, info.class_name, env)
             passed = self.incoming.get(info.qualname) if info.class_name is None else None
             if passed:
                 for position, param in enumerate(info.params):
@@ -730,6 +763,10 @@ class ObjectTracker:
                 if key and key in env:
                     env[key] = replace(env[key], frozen=True)
         target = self.index.resolve_call(call)
+        if target is not None and self._current is not None and self._current.deferred:
+            for key, (setters, value) in list(self._current.deferred.items()):
+                if any(self.index.reaches(target, s) for s in setters):
+                    env[key] = value
         if target is not None:
             params = self.index.functions[target].params
             names = [p.name.value for p in params]
@@ -769,8 +806,12 @@ class ObjectTracker:
         key = dotted_name(target)
         if key is None:
             return
+        deferred = self._current.deferred if self._current is not None else {}
         for k in [k for k in env if k.startswith(key + ".")]:
-            del env[k]
+            if k in deferred:
+                env[k] = Value()  # a new object: its attribute is not the one prepared later
+            else:
+                del env[k]
         if value is None:
             value = Value(kind=_kind_from_name(key))
         elif value.kind in (None, "unknown") and not value.is_acc:

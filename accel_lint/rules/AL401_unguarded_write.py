@@ -23,7 +23,9 @@ class UnguardedWrite(Rule):
     Not flagged: paths that contain the rank (`f"out_{accelerator.process_index}.pt"`) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample),
     writes inside `with accelerator.split_between_processes(...)`, temporary files,
-    helpers only called under a guard, `accelerator.save` and `save_state`.
+    helpers only called under a guard, `accelerator.save` and `save_state`, and programs that
+    use nothing of several processes (an inference or caching tool that builds an
+    `Accelerator` for its device and autocast, and prepares, gathers and asks for no rank).
 
     ## Why is this bad?
     Every rank writes or deletes the same path at once. On a shared file system that
@@ -89,6 +91,7 @@ def rotate(accelerator, old):
 import json, torch
 from accelerate import Accelerator
 accelerator = Accelerator()
+optimizer, loader = accelerator.prepare(optimizer, loader)
 with open("all_results.json", "w") as f:  # expect: AL401
     json.dump(results, f)
 torch.save(model.state_dict(), "model.pt")  # expect: AL401

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import NO, YES, FileModel
+from ..model.names import dotted_name
 from .base import Finding, Fix, Rule
 
 # nn.Module API (and DistributedDataParallel's own attributes) that the wrapper forwards or has
@@ -61,7 +62,10 @@ class MissingUnwrap(Rule):
     tests pass. Code that only runs where there is no wrapper is not flagged: the `else` of
     `hasattr(model, "module")` or `isinstance(model, DistributedDataParallel)`, and branches
     under `distributed_type == DistributedType.XLA` (or `NO`) or `num_processes == 1`; nor is
-    `.module` inside the branch that tested for it, nor a model prepared by an accelerator
+    `.module` inside the branch that tested for it (also `num_processes > 1`,
+    `parallel_mode.value == "distributed"`), DeepSpeed's engine API (`get_global_grad_norm`,
+    `save_checkpoint`, ...) under `distributed_type == DistributedType.DEEPSPEED`, `._orig_mod`
+    under the script's own compile flag, `m.attr` after `hasattr(m, "attr")`, nor a model prepared by an accelerator
     built with an FSDP1 plugin (`Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(...))`).
     Checked against accelerate 1.15 and
     torch 2.13 sources for DDP, FSDP1, FSDP2 and DeepSpeed.
@@ -164,6 +168,8 @@ class Runner:
                 # FSDP1's wrapper forwards attributes to the model, and its state_dict() is the
                 # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)
                 continue
+            if _attested(model, node):
+                continue  # `hasattr(m, "config") and m.config...`: the script checked for it
             if attr == "_orig_mod" and model.compiled_at(node):
                 continue  # read where the script's compile flag holds
             wrapped = model.wrapped_at(node, node.value)
@@ -181,6 +187,41 @@ class Runner:
                 fix = f"`{acc}.unwrap_model({name}).{attr}`"
             yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
                           fix=_fix(model, node), tag="state_dict" if attr == "state_dict" else "attribute")
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _checks_for(test: cst.BaseExpression, base: str, attr: str) -> bool:
+    """``test`` is ``hasattr(<base>, "<attr>")``."""
+    return (type(test) is cst.Call and dotted_name(test.func) == "hasattr" and len(test.args) == 2
+            and dotted_name(test.args[0].value) == base and type(test.args[1].value) is cst.SimpleString
+            and test.args[1].value.evaluated_value == attr)
+
+
+def _attested(model: FileModel, node: cst.Attribute) -> bool:
+    """``m.attr`` where the script tested ``hasattr(m, "attr")`` first: in the body of an
+    ``if``/``while``/conditional expression whose test (or one of its ``and`` parts) is that
+    test, or to the right of it in an ``and``."""
+    base, attr = dotted_name(node.value), node.attr.value
+    if base is None:
+        return False
+    child: cst.CSTNode = node
+    for parent in model.ancestors(node):
+        kind = type(parent)
+        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return False
+        if kind in (cst.If, cst.While, cst.IfExp) and child is parent.body:
+            if any(_checks_for(part, base, attr) for part in _conjuncts(parent.test)):
+                return True
+        if kind is cst.BooleanOperation and type(parent.operator) is cst.And and child is parent.right:
+            if any(_checks_for(part, base, attr) for part in _conjuncts(parent.left)):
+                return True
+        child = parent
+    return False
 
 
 def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
