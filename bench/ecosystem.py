@@ -22,7 +22,10 @@ Corpora (their code is never committed; it is unpacked into ``--cache``, default
 * added later, each the whole repository: huggingface/parler-tts (d108732c), huggingface/distil-whisper
   (cc96130f), huggingface/open-muse (64e1afe0), huggingface/lerobot (7427f318), THUDM/CogVideo
   (e519eced), lucidrains/audiolm-pytorch (d65fd151), lucidrains/DALLE2-pytorch (680dfc4d),
-  lucidrains/imagen-pytorch (c166739b), showlab/Tune-A-Video (7d4a89a2).
+  lucidrains/imagen-pytorch (c166739b), showlab/Tune-A-Video (7d4a89a2); then SWivid/F5-TTS
+  (2ae2c9bd), XLabs-AI/x-flux (47495425), ostris/ai-toolkit (27a03a91), kohya-ss/musubi-tuner
+  (30c658c4), lucidrains/meshgpt-pytorch (2efe2219), modelscope/DiffSynth-Studio (fed7b18f),
+  huggingface/autotrain-advanced (b5c98fbe).
 
 The git corpora are taken with ``git archive`` from a local clone or mirror when one exists
 (``--mirror-root``: a folder holding ``owner+name/repo`` git dirs, or ``owner+name`` clones),
@@ -71,6 +74,13 @@ GIT_CORPORA = {
     "dalle2-pytorch": ("lucidrains/DALLE2-pytorch", "680dfc4d93b70f9ab23c814a22ca18017a738ef6", None),
     "imagen-pytorch": ("lucidrains/imagen-pytorch", "c166739b03b06fbc2e7c00116ffc81724626ad08", None),
     "tune-a-video": ("showlab/Tune-A-Video", "7d4a89a2b90067e8d805ef1287beb4e4adf37e18", None),
+    "f5-tts": ("SWivid/F5-TTS", "2ae2c9bd9b64dab2cb069c4b97e5e7673c521e01", None),
+    "x-flux": ("XLabs-AI/x-flux", "47495425dbed499be1e8e5a6e52628b07349cba2", None),
+    "ai-toolkit": ("ostris/ai-toolkit", "27a03a91f23eb1b757d5ec2e80ee3e129cfcc350", None),
+    "musubi-tuner": ("kohya-ss/musubi-tuner", "30c658c4f4b0bf05038b3346eff9670259b10fc7", None),
+    "meshgpt-pytorch": ("lucidrains/meshgpt-pytorch", "2efe22196082df22a0a7027636c2d9ae4d708748", None),
+    "diffsynth-studio": ("modelscope/DiffSynth-Studio", "fed7b18fac2ed4cb802796eec91970e7659bccde", None),
+    "autotrain-advanced": ("huggingface/autotrain-advanced", "b5c98fbe3aab61101e9c8f7f6c64407cbb68e400", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)

@@ -515,13 +515,26 @@ CASES = {
         save_file({"latent": latents}, args.out)
         print("saved", args.out)
     """, []),
-    # A keyword argument named like an accelerator passes a stub, it reads no accelerator.
-    "keyword_named_accelerator_passing_a_stub": ("""
-        from types import SimpleNamespace
+    # A cache the main process fills first (inside main_process_first), through a helper every
+    # call of which is inside the block: the other ranks find the files.
+    "cache_written_inside_main_process_first": ("""
+        import os
+        import torch
+        from accelerate import Accelerator
 
-        stub = SimpleNamespace(device="cuda")
-        model = loader.load(accelerator=stub, path="w.safetensors")
-        print("loaded")
+        acc = Accelerator()
+
+        def cache_one(item, path):
+            if not os.path.exists(path):
+                torch.save(encode(item), path)
+
+        def cache_all(items):
+            with acc.main_process_first():
+                for i, item in enumerate(items):
+                    cache_one(item, f"cache/{i}.pt")
+
+        cache_all(dataset)
+        loader = acc.prepare(DataLoader(dataset))
     """, []),
     # ... while a rank-dependent early return before a collective still hangs the others.
     "rank_dependent_return_before_a_collective": ("""
@@ -645,3 +658,33 @@ def test_a_helper_module_imported_from_its_package_is_followed(tmp_path):
     for args in ((), ("--jobs", "1")):
         code, found = json_findings(str(tmp_path), "--no-cache", *args)
         assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 8, "AL302")]
+
+
+def test_a_module_named_accelerator_in_an_import_path_reads_nothing():
+    """``from toolkit.accelerator import get_accelerator``: the module path is no accelerator,
+    so a print before anything builds one is not a per-rank print (AL403)."""
+    source = textwrap.dedent("""
+        import os
+
+        if "SEED" not in os.environ:
+            print("no seed given")
+
+        from toolkit.accelerator import get_accelerator
+        accelerator = get_accelerator()
+    """).lstrip("\n")
+    result = lint_source(source, "run.py", Config())
+    assert [(d.line, d.code) for d in result.diagnostics] == []
+
+
+def test_a_keyword_argument_named_accelerator_reads_nothing():
+    """``loader.load(accelerator=stub)`` passes a stub under that keyword: no accelerator is
+    read, so the script's prints are not per-rank prints (AL403)."""
+    source = textwrap.dedent("""
+        from types import SimpleNamespace
+
+        stub = SimpleNamespace(device="cuda")
+        model = loader.load(accelerator=stub, path="w.safetensors")
+        print("loaded")
+    """).lstrip("\n")
+    result = lint_source(source, "generate.py", Config())
+    assert [(d.line, d.code) for d in result.diagnostics] == []

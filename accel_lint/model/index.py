@@ -252,9 +252,18 @@ class FileIndex:
             # ``f(accelerator=stub)`` names a parameter: neither reads a variable ``accelerator``
             found = [n for n in self.walk(node) if type(n) in _NAME_READS
                      and not (type(n) is cst.Name and type(parents.get(n)) is cst.Attribute and parents[n].attr is n)
-                     and not (type(n) is cst.Name and type(parents.get(n)) is cst.Arg and parents[n].keyword is n)]
+                     and not (type(n) is cst.Name and type(parents.get(n)) is cst.Arg and parents[n].keyword is n)
+                     and not self._in_import_path(n)]
             self._loads[node] = found
         return found
+
+    def _in_import_path(self, node: cst.CSTNode) -> bool:
+        """``toolkit.accelerator`` in ``from toolkit.accelerator import get_accelerator``: a
+        module path, not a read."""
+        parent = self.parents.get(node)
+        while type(parent) is cst.Attribute:
+            parent = self.parents.get(parent)
+        return type(parent) in (cst.ImportFrom, cst.ImportAlias)
 
     def calls_in(self, node: cst.CSTNode) -> list[cst.Call]:
         """Every call inside ``node`` (outside nested scopes), in source order, cached."""

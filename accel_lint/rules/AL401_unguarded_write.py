@@ -6,6 +6,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel
+from ..model.names import dotted_name
 from .base import Finding, Fix, Rule, guard_statement_fix, quote, wrap_in_guard
 
 _TEMP_HINTS = ("tempfile", "mkdtemp", "TemporaryDirectory", "NamedTemporaryFile", "devnull")
@@ -22,7 +23,9 @@ class UnguardedWrite(Rule):
     processors and configs (which, unlike transformers 5 models, do not gate themselves).
     Not flagged: paths that contain the rank (`f"out_{accelerator.process_index}.pt"`) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample),
-    writes inside `with accelerator.split_between_processes(...)`, temporary files,
+    writes inside `with accelerator.split_between_processes(...)` or
+    `with accelerator.main_process_first():` (the main process fills a cache before the others
+    run the same code), temporary files,
     helpers only called under a guard, `accelerator.save` and `save_state`, and programs that
     use nothing of several processes (an inference or caching tool that builds an
     `Accelerator` for its device and autocast, and prepares, gathers and asks for no rank).
@@ -107,7 +110,8 @@ tokenizer.save_pretrained("out")  # expect: AL401
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope):
                 continue
-            if _rank_unique(model, call, 0) or _inside_split(model, call) or model.single_process_at(call):
+            if _rank_unique(model, call, 0) or _inside_split(model, call) or model.single_process_at(call) \
+                    or _main_writes_first(model, call):
                 continue
             if write.path is not None and model.rank_data.varies(write.path):
                 # a path computed from this rank's own data (a sample's cache file): each rank
@@ -144,6 +148,22 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:
                     return True
     return False
 
+
+
+def _main_writes_first(model: FileModel, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Inside ``with accelerator.main_process_first():`` (also through helpers every call of
+    which is inside one): the main process writes the shared files (a cache) before the other
+    ranks run the same code and find them."""
+    for parent in model.ancestors(node):
+        if isinstance(parent, cst.With) and any(
+                isinstance(item.item, cst.Call) and (dotted_name(item.item.func) or "").endswith(
+                    ("main_process_first", "local_main_process_first")) for item in parent.items):
+            return True
+    scope = model.scope_of(node)
+    if depth >= 3 or not isinstance(scope, cst.FunctionDef):
+        return False
+    sites = model.index.call_sites(scope)
+    return bool(sites) and all(_main_writes_first(model, site, depth + 1) for site in sites)
 
 
 def _inside_split(model: FileModel, call: cst.Call) -> bool:
