@@ -137,6 +137,8 @@ class FileModel:
             return False
         if self.uses_torch_distributed or self.index.identifiers & self._MULTI_PROCESS_NAMES:
             return False
+        if any(summary.returns is not None and summary.returns.is_acc for summary in self.objects.summaries.values()):
+            return False  # a factory: its callers elsewhere may use the accelerator for several processes
         for call in self.index.calls:
             if self.op_kind(call) is not None:
                 return False
