@@ -25,7 +25,9 @@ Corpora (their code is never committed; it is unpacked into ``--cache``, default
   lucidrains/imagen-pytorch (c166739b), showlab/Tune-A-Video (7d4a89a2); then SWivid/F5-TTS
   (2ae2c9bd), XLabs-AI/x-flux (47495425), ostris/ai-toolkit (27a03a91), kohya-ss/musubi-tuner
   (30c658c4), lucidrains/meshgpt-pytorch (2efe2219), modelscope/DiffSynth-Studio (fed7b18f),
-  huggingface/autotrain-advanced (b5c98fbe).
+  huggingface/autotrain-advanced (b5c98fbe); then lucidrains/e2-tts-pytorch (1028716e),
+  lucidrains/magvit2-pytorch (a00519fa), Lightricks/LTX-Video-Trainer (31b12733),
+  TencentARC/T2I-Adapter (c408b059), bghira/SimpleTuner (bc8e6ab7).
 
 The git corpora are taken with ``git archive`` from a local clone or mirror when one exists
 (``--mirror-root``: a folder holding ``owner+name/repo`` git dirs, or ``owner+name`` clones),
@@ -81,6 +83,11 @@ GIT_CORPORA = {
     "meshgpt-pytorch": ("lucidrains/meshgpt-pytorch", "2efe22196082df22a0a7027636c2d9ae4d708748", None),
     "diffsynth-studio": ("modelscope/DiffSynth-Studio", "fed7b18fac2ed4cb802796eec91970e7659bccde", None),
     "autotrain-advanced": ("huggingface/autotrain-advanced", "b5c98fbe3aab61101e9c8f7f6c64407cbb68e400", None),
+    "e2-tts-pytorch": ("lucidrains/e2-tts-pytorch", "1028716e6a4072f668716687d732a3b123dda4cf", None),
+    "magvit2-pytorch": ("lucidrains/magvit2-pytorch", "a00519fa9b9ca58f783d0ab16c9e09579314c9cd", None),
+    "ltx-video-trainer": ("Lightricks/LTX-Video-Trainer", "31b12733f51cb16b244d23f6552609f369aed883", None),
+    "t2i-adapter": ("TencentARC/T2I-Adapter", "c408b059c36e3f9ce336b66746bd606edaa5483a", None),
+    "simpletuner": ("bghira/SimpleTuner", "bc8e6ab7738ce457a2ed8eb2d26cadd91c6442cb", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)

@@ -536,6 +536,68 @@ CASES = {
         cache_all(dataset)
         loader = acc.prepare(DataLoader(dataset))
     """, []),
+    # An EMA wrapper from ema_pytorch averages into a copy that needs no grad: prepare() wraps
+    # nothing, so its own methods and state_dict() are fine.
+    "ema_pytorch_copy_prepared_with_the_model": ("""
+        from accelerate import Accelerator
+        from ema_pytorch import EMA
+
+        acc = Accelerator()
+        ema_model = EMA(net, beta=0.999)
+        ema_model, net, opt = acc.prepare(ema_model, net, opt)
+        if ema_model.initted:
+            ema_model.update()
+        weights = ema_model.state_dict()
+    """, []),
+    # The main-process flag read with getattr and a default, handed to a helper as a
+    # keyword-only parameter that guards the writes with an early continue.
+    "main_flag_from_getattr_passed_to_a_helper": ("""
+        import torch
+        from accelerate import Accelerator
+
+        def save_models(models, out, *, is_main_process):
+            for i, m in enumerate(models):
+                if not is_main_process:
+                    continue
+                torch.save(m.state_dict(), f"{out}/model_{i}.pt")
+
+        def save_hook(models, weights, out):
+            is_main = True
+            if accelerator is not None:
+                is_main = getattr(accelerator, "is_main_process", True)
+            save_models(models, out, is_main_process=is_main)
+
+        accelerator = Accelerator()
+        accelerator.register_save_state_pre_hook(save_hook)
+        net = accelerator.prepare(net)
+        accelerator.save_state("ckpt")
+    """, []),
+    # torch.save into an in-memory buffer writes no file.
+    "torch_save_into_a_bytes_buffer": ("""
+        from io import BytesIO
+        import torch
+        from accelerate import Accelerator
+
+        acc = Accelerator()
+        net = acc.prepare(net)
+        buffer = BytesIO()
+        torch.save(sample, buffer)
+    """, []),
+    # The clip runs under a flag computed from sync_gradients.
+    "clip_under_a_flag_derived_from_sync_gradients": ("""
+        from accelerate import Accelerator
+
+        acc = Accelerator(gradient_accumulation_steps=4)
+        net, opt, loader = acc.prepare(net, opt, loader)
+        for batch in loader:
+            with acc.accumulate(net):
+                acc.backward(net(batch).loss)
+                should_clip = acc.sync_gradients and max_norm > 0
+                if should_clip:
+                    acc.clip_grad_norm_(net.parameters(), max_norm)
+                opt.step()
+                opt.zero_grad()
+    """, []),
     # ... while a rank-dependent early return before a collective still hangs the others.
     "rank_dependent_return_before_a_collective": ("""
         import os
@@ -687,4 +749,60 @@ def test_a_keyword_argument_named_accelerator_reads_nothing():
         print("loaded")
     """).lstrip("\n")
     result = lint_source(source, "generate.py", Config())
+    assert [(d.line, d.code) for d in result.diagnostics] == []
+
+
+def test_a_checkpoint_call_after_an_early_continue_names_the_side_it_runs_on():
+    """``if not is_main_process: continue`` with the flag a parameter: the message says the call
+    runs on the ranks that pass the early exit, not where the exit's test is true."""
+    source = textwrap.dedent("""
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+
+        def save(models, *, is_main_process):
+            for m in models:
+                if not is_main_process:
+                    continue
+                weights = accelerator.get_state_dict(m)
+
+        def hook(models):
+            is_main = True
+            if accelerator is not None:
+                is_main = getattr(accelerator, "is_main_process", True)
+            save(models, is_main_process=is_main)
+
+        hook([model])
+    """).lstrip("\n")
+    result = lint_source(source, "train.py", Config())
+    [finding] = result.diagnostics
+    assert (finding.line, finding.code) == (10, "AL302")
+    assert "pass the early exit on `not is_main_process` (line 8)" in finding.message
+
+
+def test_callers_passing_different_rank_predicates_leave_the_flag_unknown():
+    """A split barrier (``_goes_first(is_main)``) called with the main and the local-main
+    predicate: every rank calls the barrier once either way, so nothing is reported."""
+    source = textwrap.dedent("""
+        from contextlib import contextmanager
+        from accelerate import PartialState
+
+        class State(PartialState):
+            def _goes_first(self, is_main):
+                if not is_main:
+                    self.wait_for_everyone()
+                yield
+                if is_main:
+                    self.wait_for_everyone()
+
+            @contextmanager
+            def main_first(self):
+                yield from self._goes_first(self.is_main_process)
+
+            @contextmanager
+            def local_main_first(self):
+                yield from self._goes_first(self.is_local_main_process)
+    """).lstrip("\n")
+    result = lint_source(source, "state.py", Config())
     assert [(d.line, d.code) for d in result.diagnostics] == []

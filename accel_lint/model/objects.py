@@ -139,6 +139,11 @@ def _kind_from_name(name: str | None) -> str | None:
 
 MAX_WALKS_PER_SCOPE = 15
 
+# library EMA wrappers whose averaged copy holds no trainable parameter
+_EMA_CONSTRUCTORS = frozenset({"ema_pytorch.EMA", "ema_pytorch.PostHocEMA", "ema_pytorch.ema_pytorch.EMA",
+                               "timm.utils.ModelEma", "timm.utils.ModelEmaV2", "timm.utils.ModelEmaV3",
+                               "timm.utils.model_ema.ModelEmaV2", "timm.utils.model_ema.ModelEmaV3"})
+
 
 _MISSING = object()
 
@@ -640,6 +645,11 @@ class ObjectTracker:
         known = self._constructor_kind(call)
         if known is not None:
             return Value(kind=known, origin=call)
+        qual = self.index.imports.qualify(name) or name
+        if qual in _EMA_CONSTRUCTORS:
+            # an exponential moving average of a model: its copy's parameters do not require
+            # grad, so prepare() places it but wraps nothing
+            return Value(kind="model", origin=call, frozen=True)
         cls = self.index.classes.get(short)
         if cls is not None and any("Module" in b or b.endswith("Model") for b in cls.bases):
             # an nn.Module that holds no parameters (only an optimizer, a schedule) is not

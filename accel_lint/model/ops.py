@@ -423,7 +423,9 @@ def _flatten(items: list[Item], forks: list[Op] | None) -> list[tuple[str, Op | 
                     if tag != "equal":
                         for _, op in branches[0][i1:i2] + branches[1][j1:j2]:
                             if op is not None:
-                                forks.append(Op(op.kind, op.node, op.origin, op.chain, item.guard))
+                                # the op's own guard says which side it is on (an early exit's
+                                # rest is on the side that does not exit); the fork's is the if's
+                                forks.append(Op(op.kind, op.node, op.origin, op.chain, op.guard or item.guard))
             out.append((f"F{id(item.key)}", None))
     return out
 

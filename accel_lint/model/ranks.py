@@ -17,7 +17,7 @@ from typing import Any
 import libcst as cst
 
 from .index import FileIndex
-from .names import dotted_name, last_attr
+from .names import bound_names, dotted_name, last_attr
 from .objects import ObjectTracker
 
 
@@ -193,7 +193,20 @@ class RankEvaluator:
             exprs = self.objects.summaries[prop].return_exprs
             return self._eval(exprs[0], cls, depth) if len(exprs) == 1 else UNIFORM
         value = self.objects.values.get(expr)
+        if value is None and type(expr) is cst.Name:
+            passed = self._passed_flag(expr, cls, depth)
+            if passed is not None:
+                return passed
         origin = value.origin if value is not None else None
+        if origin is None and value is not None and 1 < len(value.alternatives) <= 4:
+            # `flag = True` then `if acc is not None: flag = acc.is_main_process`: what each
+            # binding gives; bindings that disagree where one is rank-derived make it rank-dependent
+            results = [self._eval(alt, cls, depth) if isinstance(alt, cst.BaseExpression) else UNIFORM
+                       for alt in value.alternatives]
+            if any(r is FORK or r is OTHER for r in results) or any(self._is_rank_atom(a) for a in value.alternatives
+                                                                    if isinstance(a, cst.BaseExpression)):
+                first = results[0]
+                return first if all(r == first and type(r) is type(first) for r in results) else FORK
         if isinstance(origin, cst.BaseExpression) and origin is not expr:
             # Follow a binding only for rank-derived values: a constant it was once assigned
             # (`self.best = None`) says nothing about its value here.
@@ -201,6 +214,46 @@ class RankEvaluator:
             if result is UNIFORM or result is FORK or result is OTHER or self._is_rank_atom(origin):
                 return result
         return UNIFORM
+
+    def _passed_flag(self, name: cst.Name, cls: RankClass, depth: int) -> Any:
+        """A parameter the function never rebinds (``def save(..., *, is_main_process: bool)``):
+        what its callers in this file pass there, when that is rank-derived; ``None`` when
+        unknown or not rank-derived."""
+        fn = self.index.scope_of(name)
+        if type(fn) is not cst.FunctionDef:
+            return None
+        info = self.index.functions[fn]
+        params = fn.params
+        ordered = [*params.posonly_params, *params.params]
+        names = [p.name.value for p in ordered]
+        keyword_only = {p.name.value for p in params.kwonly_params}
+        if name.value not in names and name.value not in keyword_only:
+            return None
+        if any(name.value in bound_names(t.target) for node in self.index.walk(fn) if type(node) is cst.Assign
+               for t in node.targets):
+            return None
+        position = names.index(name.value) if name.value in names else None
+        if position is not None and info.class_name is not None and names and names[0] in ("self", "cls"):
+            position -= 1
+        results = []
+        for site in self.index.call_sites(fn):
+            arg = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == name.value), None)
+            if arg is None and position is not None:
+                positional = [a for a in site.args if a.keyword is None]
+                if any(a.star for a in positional[: position + 1]):
+                    return None
+                arg = positional[position].value if position < len(positional) else None
+            if arg is None:
+                return None
+            results.append((tuple(repr(self._eval(arg, c, depth)) for c in self.classes),
+                            self._eval(arg, cls, depth), self._is_rank_atom(arg)))
+        if not results or not any(atom or r is FORK for _, r, atom in results):
+            return None
+        # callers that pass different rank predicates (`_goes_first(is_main_process)` and
+        # `_goes_first(is_local_main_process)`): which one is unknown here, so nothing is said
+        if any(vector != results[0][0] for vector, _, _ in results[1:]):
+            return None
+        return results[0][1]
 
     def _eval_call(self, call: cst.Call, cls: RankClass, depth: int) -> Any:
         name = dotted_name(call.func) or ""
@@ -227,6 +280,17 @@ class RankEvaluator:
         where = self.objects.predicates.get(name)
         if where is not None:  # a rank predicate defined in another module of the tree
             return cls.pi == 0 if where == "main" else cls.li == 0
+        if name == "getattr" and len(call.args) >= 2 and type(call.args[1].value) is cst.SimpleString:
+            # `getattr(accelerator, "is_main_process", True)`: the attribute itself
+            attr = call.args[1].value.evaluated_value
+            if attr in ("is_main_process", "is_world_process_zero"):
+                return cls.pi == 0
+            if attr in ("is_local_main_process", "is_local_process_zero"):
+                return cls.li == 0
+            if attr == "process_index":
+                return cls.pi
+            if attr == "local_process_index":
+                return cls.li
         env = self._eval_env(call, cls)
         if env is not UNIFORM:
             return env

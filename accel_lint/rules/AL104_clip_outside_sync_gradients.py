@@ -126,10 +126,26 @@ def _clip_accelerator(model: FileModel, call: cst.Call):
     return False
 
 
+def _requires_sync(model: FileModel, test: cst.BaseExpression, depth: int = 0) -> bool:
+    """``test`` is true only where ``sync_gradients`` is: it mentions it, or it is a flag
+    assigned from such a test (``should_clip = accelerator.sync_gradients and max_norm > 0``),
+    alone or as one part of an ``and``."""
+    if "sync_gradients" in model.code(test):
+        return True
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _requires_sync(model, test.left, depth) or _requires_sync(model, test.right, depth)
+    if depth < 3 and type(test) in (cst.Name, cst.Attribute):
+        value = model.value_at(test)
+        origins = value.origins() if value is not None else frozenset()
+        return len(origins) == 1 and isinstance(next(iter(origins)), cst.BaseExpression) \
+            and _requires_sync(model, next(iter(origins)), depth + 1)
+    return False
+
+
 def _under_sync_gradients(model: FileModel, call: cst.Call) -> bool:
     child: cst.CSTNode = call
     for parent in model.ancestors(call):
-        if isinstance(parent, cst.If) and child is parent.body and "sync_gradients" in model.code(parent.test):
+        if isinstance(parent, cst.If) and child is parent.body and _requires_sync(model, parent.test):
             return True
         if isinstance(parent, cst.FunctionDef):
             return False

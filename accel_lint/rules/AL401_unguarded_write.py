@@ -113,6 +113,8 @@ tokenizer.save_pretrained("out")  # expect: AL401
             if _rank_unique(model, call, 0) or _inside_split(model, call) or model.single_process_at(call) \
                     or _main_writes_first(model, call):
                 continue
+            if write.path is not None and _in_memory(model, write.path):
+                continue  # `torch.save(t, buffer)` into an io.BytesIO: no file
             if write.path is not None and model.rank_data.varies(write.path):
                 # a path computed from this rank's own data (a sample's cache file): each rank
                 # writes its own files
@@ -148,6 +150,15 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:
                     return True
     return False
 
+
+
+def _in_memory(model: FileModel, path: cst.BaseExpression) -> bool:
+    """The target is an in-memory buffer (``io.BytesIO()``/``StringIO()``), not a file."""
+    value = model.value_at(path) if type(path) in (cst.Name, cst.Attribute) else None
+    origins = value.origins() if value is not None else frozenset({path})
+    return bool(origins) and all(
+        isinstance(o, cst.Call) and (dotted_name(o.func) or "").rsplit(".", 1)[-1] in ("BytesIO", "StringIO")
+        for o in origins)
 
 
 def _main_writes_first(model: FileModel, node: cst.CSTNode, depth: int = 0) -> bool:
