@@ -806,3 +806,25 @@ def test_callers_passing_different_rank_predicates_leave_the_flag_unknown():
     """).lstrip("\n")
     result = lint_source(source, "state.py", Config())
     assert [(d.line, d.code) for d in result.diagnostics] == []
+
+
+def test_a_method_testing_self_is_no_passed_flag():
+    """``if self:`` inside a method called as ``self.save()``: ``self`` is no parameter a caller
+    passes a value for (the flag lookup skipped it and indexed before the arguments: an internal
+    error found on transformers' modeling_utils.py)."""
+    source = textwrap.dedent("""
+        import torch.distributed as dist
+        from accelerate import Accelerator
+
+        class Saver:
+            def save(self):
+                if self:
+                    dist.barrier()
+
+            def run(self):
+                self.save()
+
+        acc = Accelerator()
+    """).lstrip("\n")
+    result = lint_source(source, "saver.py", Config())
+    assert result.errors == [] and [(d.line, d.code) for d in result.diagnostics] == []

@@ -235,8 +235,13 @@ class RankEvaluator:
         position = names.index(name.value) if name.value in names else None
         if position is not None and info.class_name is not None and names and names[0] in ("self", "cls"):
             position -= 1
+            if position < 0:
+                return None  # `self` itself
         results = []
         for site in self.index.call_sites(fn):
+            if info.class_name is not None and not (type(site.func) is cst.Attribute and type(site.func.value) is cst.Name
+                                                    and site.func.value.value in ("self", "cls")):
+                return None  # `Class.method(obj, ...)`: the arguments are shifted
             arg = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == name.value), None)
             if arg is None and position is not None:
                 positional = [a for a in site.args if a.keyword is None]
