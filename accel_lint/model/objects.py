@@ -447,13 +447,16 @@ class ObjectTracker:
         that call, the attributes hold what they held before."""
         if self.index.call_sites(method):
             return
+        # Only the deferred attributes are read as facts here: any other one the method reads
+        # is read (and depended on) by its lookup, so an edit elsewhere in a large class does not
+        # walk every entry method again.
         for key, value in self.class_attrs.get(cls, {}).items():
-            self._read(("class", cls, key))
             if value.prepared != YES:
                 continue
             setters, earlier = self._prepared_setters(cls, key)
             if setters and all(type(s) is cst.FunctionDef and s is not method and self.index.reaches(method, s)
                                for s in setters):
+                self._read(("class", cls, key))
                 env[key] = earlier or Value()
                 self._current.deferred[key] = (setters, value)
 

@@ -73,6 +73,8 @@ class RankEvaluator:
         self.defines_local_rank_arg = bool({"--local_rank", "--local-rank"} & index.string_literals)
         self._memo: dict[tuple[int, str], Any] = {}
         self._rank_memo: dict[cst.CSTNode, bool] = {}
+        self._assigned: dict[cst.FunctionDef, set[str]] = {}
+        self._passed: dict[tuple, tuple | None] = {}
         self.classes = self._classes()
 
     def _classes(self) -> list[RankClass]:
@@ -215,34 +217,51 @@ class RankEvaluator:
                 return result
         return UNIFORM
 
+    def _assigned_in(self, fn: cst.FunctionDef) -> set[str]:
+        """Names an assignment in ``fn`` binds (computed once per function)."""
+        found = self._assigned.get(fn)
+        if found is None:
+            found = {n for node in self.index.walk(fn) if type(node) is cst.Assign
+                     for t in node.targets for n in bound_names(t.target)}
+            self._assigned[fn] = found
+        return found
+
     def _passed_flag(self, name: cst.Name, cls: RankClass, depth: int) -> Any:
         """A parameter the function never rebinds (``def save(..., *, is_main_process: bool)``):
         what its callers in this file pass there, when that is rank-derived; ``None`` when
-        unknown or not rank-derived."""
+        unknown or not rank-derived. Callers that pass different rank predicates
+        (``_goes_first(is_main_process)`` and ``_goes_first(is_local_main_process)``) leave it
+        unknown: which one holds here cannot be told."""
         fn = self.index.scope_of(name)
         if type(fn) is not cst.FunctionDef:
             return None
+        key = (fn, name.value)
+        if key not in self._passed:
+            self._passed[key] = None  # recursion guard
+            self._passed[key] = self._passed_vector(fn, name.value, depth)
+        vector = self._passed[key]
+        return None if vector is None else vector[self.classes.index(cls)]
+
+    def _passed_vector(self, fn: cst.FunctionDef, pname: str, depth: int) -> tuple | None:
         info = self.index.functions[fn]
         params = fn.params
-        ordered = [*params.posonly_params, *params.params]
-        names = [p.name.value for p in ordered]
-        keyword_only = {p.name.value for p in params.kwonly_params}
-        if name.value not in names and name.value not in keyword_only:
+        names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if pname not in names and pname not in {p.name.value for p in params.kwonly_params}:
             return None
-        if any(name.value in bound_names(t.target) for node in self.index.walk(fn) if type(node) is cst.Assign
-               for t in node.targets):
+        sites = self.index.call_sites(fn)
+        if not sites or pname in self._assigned_in(fn):
             return None
-        position = names.index(name.value) if name.value in names else None
+        position = names.index(pname) if pname in names else None
         if position is not None and info.class_name is not None and names and names[0] in ("self", "cls"):
             position -= 1
             if position < 0:
                 return None  # `self` itself
-        results = []
-        for site in self.index.call_sites(fn):
+        vectors = []
+        for site in sites:
             if info.class_name is not None and not (type(site.func) is cst.Attribute and type(site.func.value) is cst.Name
                                                     and site.func.value.value in ("self", "cls")):
                 return None  # `Class.method(obj, ...)`: the arguments are shifted
-            arg = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == name.value), None)
+            arg = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == pname), None)
             if arg is None and position is not None:
                 positional = [a for a in site.args if a.keyword is None]
                 if any(a.star for a in positional[: position + 1]):
@@ -250,15 +269,12 @@ class RankEvaluator:
                 arg = positional[position].value if position < len(positional) else None
             if arg is None:
                 return None
-            results.append((tuple(repr(self._eval(arg, c, depth)) for c in self.classes),
-                            self._eval(arg, cls, depth), self._is_rank_atom(arg)))
-        if not results or not any(atom or r is FORK for _, r, atom in results):
+            vectors.append(tuple(self._eval(arg, c, depth) for c in self.classes))
+        first = vectors[0]
+        if any(tuple(map(repr, v)) != tuple(map(repr, first)) for v in vectors[1:]):
             return None
-        # callers that pass different rank predicates (`_goes_first(is_main_process)` and
-        # `_goes_first(is_local_main_process)`): which one is unknown here, so nothing is said
-        if any(vector != results[0][0] for vector, _, _ in results[1:]):
-            return None
-        return results[0][1]
+        rank_derived = any(r is FORK or r is OTHER for r in first) or len({repr(r) for r in first}) > 1
+        return first if rank_derived else None
 
     def _eval_call(self, call: cst.Call, cls: RankClass, depth: int) -> Any:
         name = dotted_name(call.func) or ""
