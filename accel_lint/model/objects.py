@@ -472,15 +472,9 @@ class ObjectTracker:
             if type(outer) is not cst.FunctionDef:
                 return prepared
             method = outer
-        earlier: Value | None = None
-        for setter in sorted(self._setters.get(cls, ()), key=self._order.__getitem__):
-            for c, bound, value in self._walks[setter].class_binds:
-                if c != cls or bound != key:
-                    continue
-                if value.prepared == NO:
-                    earlier = earlier or value
-                elif type(setter) is not cst.FunctionDef or not self.index.runs_only_before(method, setter):
-                    return prepared
+        setters, earlier = self._prepared_setters(cls, key)
+        if any(type(s) is not cst.FunctionDef or not self.index.runs_only_before(method, s) for s in setters):
+            return prepared
         return earlier
 
     def _collect(self, scopes: list[ScopeNode]) -> None:

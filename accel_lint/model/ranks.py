@@ -175,19 +175,12 @@ class RankEvaluator:
     def _eval_name(self, expr: cst.BaseExpression, cls: RankClass, depth: int) -> Any:
         attr = last_attr(expr)
         if isinstance(expr, cst.Attribute):
-            if attr in ("is_main_process", "is_world_process_zero"):
-                return cls.pi == 0
+            known = _rank_attribute(attr, cls)
+            if known is not _NOT_RANK:
+                return known
             if attr in ("should_save", "should_log") and (dotted_name(expr.value) or "").endswith("args"):
                 # transformers' TrainingArguments: true on the main process (per node with save_on_each_node)
                 return cls.pi == 0
-            if attr in ("is_local_main_process", "is_local_process_zero"):
-                return cls.li == 0
-            if attr == "is_last_process":
-                return cls.last
-            if attr == "process_index":
-                return cls.pi
-            if attr == "local_process_index":
-                return cls.li
             if attr in ("local_rank",) and self.defines_local_rank_arg and dotted_name(expr.value) == "args":
                 return cls.li
         prop = self.index.resolve_property(expr)
@@ -303,15 +296,9 @@ class RankEvaluator:
             return cls.pi == 0 if where == "main" else cls.li == 0
         if name == "getattr" and len(call.args) >= 2 and type(call.args[1].value) is cst.SimpleString:
             # `getattr(accelerator, "is_main_process", True)`: the attribute itself
-            attr = call.args[1].value.evaluated_value
-            if attr in ("is_main_process", "is_world_process_zero"):
-                return cls.pi == 0
-            if attr in ("is_local_main_process", "is_local_process_zero"):
-                return cls.li == 0
-            if attr == "process_index":
-                return cls.pi
-            if attr == "local_process_index":
-                return cls.li
+            known = _rank_attribute(call.args[1].value.evaluated_value, cls)
+            if known is not _NOT_RANK:
+                return known
         env = self._eval_env(call, cls)
         if env is not UNIFORM:
             return env
@@ -384,6 +371,25 @@ class RankEvaluator:
     def _is_rank_atom(self, expr: cst.BaseExpression) -> bool:
         results = {repr(self._eval(expr, c, 0)) for c in (MAIN, OTHER_RANK)}
         return len(results) > 1
+
+
+_NOT_RANK = _Sym("NOT_RANK")
+
+
+def _rank_attribute(attr: str, cls: RankClass) -> Any:
+    """What an accelerator's or state's rank attribute holds on ``cls`` (``is_main_process``,
+    ``process_index``, ...); ``_NOT_RANK`` for any other name."""
+    if attr in ("is_main_process", "is_world_process_zero"):
+        return cls.pi == 0
+    if attr in ("is_local_main_process", "is_local_process_zero"):
+        return cls.li == 0
+    if attr == "is_last_process":
+        return cls.last
+    if attr == "process_index":
+        return cls.pi
+    if attr == "local_process_index":
+        return cls.li
+    return _NOT_RANK
 
 
 def _compare(op, left: Any, right: Any) -> Any:
