@@ -88,6 +88,15 @@ GIT_CORPORA = {
     "ltx-video-trainer": ("Lightricks/LTX-Video-Trainer", "31b12733f51cb16b244d23f6552609f369aed883", None),
     "t2i-adapter": ("TencentARC/T2I-Adapter", "c408b059c36e3f9ce336b66746bd606edaa5483a", None),
     "simpletuner": ("bghira/SimpleTuner", "bc8e6ab7738ce457a2ed8eb2d26cadd91c6442cb", None),
+    # batch 5 (2026-11-27): first contact recorded before the value-model work
+    "tango": ("declare-lab/tango", "34ecd38898508017ca937508a047b42817d2b070", None),
+    "voicebox-pytorch": ("lucidrains/voicebox-pytorch", "d115a997452f278190a2634be500a3db0da5db15", None),
+    "rectified-flow-pytorch": ("lucidrains/rectified-flow-pytorch", "26fbed9429771539726664f288e064fd93ca065f", None),
+    "cogvideox-factory": ("a-r-r-o-w/cogvideox-factory", "223add1a59440761e91e573921a57fe7b796e17f", None),
+    "ziplora-pytorch": ("mkshing/ziplora-pytorch", "6871e5edfed28c933c9f107b4ad9a42c438bd000", None),
+    "soundstorm-pytorch": ("lucidrains/soundstorm-pytorch", "8119522e45fd8c5925a70cad0daf94d5012997ce", None),
+    "phenaki-pytorch": ("lucidrains/phenaki-pytorch", "9415d4e6e808d941f827c2926e72f43a434eedb1", None),
+    "nanovlm": ("huggingface/nanoVLM", "4e0c0961846135c2217f95e54cb4c2d66eb55e42", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
