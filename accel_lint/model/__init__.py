@@ -37,7 +37,8 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
 from ..collectives import RANK_PREDICATE
-from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES, ObjectTracker,
+from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, PREPARE_METHODS, WRAPPED_KINDS, YES,
+                      ObjectTracker,
                       Value)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
@@ -178,6 +179,18 @@ class FileModel:
         if v is not None and v.prepared == YES:
             return v.kind
         return None
+
+    def kind_given_to_prepare(self, call: cst.Call, arg: cst.BaseExpression) -> str | None:
+        """The kind of object ``arg`` is, as ``prepare`` sees it: from the method
+        (``prepare_model``), how the object was made, or its parameters feeding an optimizer;
+        ``None`` for anything ``prepare`` returns unchanged or that is unknown."""
+        kind = PREPARE_METHODS.get(last_attr(call.func) or "")
+        if kind is None:
+            value = self.value_at(arg)
+            kind = value.kind if value is not None else None
+        if kind is None and self.objects.module_evidence(arg, self.scope_of(call)) is not None:
+            kind = "model"
+        return kind if kind in WRAPPED_KINDS else None
 
     def was_prepared(self, origin: cst.CSTNode) -> bool:
         """Whether the object created at ``origin`` was passed to ``prepare`` anywhere in the file."""

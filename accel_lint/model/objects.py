@@ -32,10 +32,18 @@ PREPARE_METHODS = {
 }
 DEFAULT_ACCELERATOR_NAMES = ("accelerator",)
 
-_LOADER_NAME = re.compile(r"(loader|(^|_)dl($|_)|dataloader)", re.I)
-_OPTIM_NAME = re.compile(r"((^|_)optim|^opt$|_opt$)", re.I)
-_SCHED_NAME = re.compile(r"sched", re.I)
-_MODEL_NAME = re.compile(r"(model|^unet$|^net$|^transformer$|^text_encoder|^controlnet$|^vae$)", re.I)
+# the kinds of object `prepare` wraps; it returns anything else unchanged
+WRAPPED_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
+# declared types (`x: DataLoader = ...`) that say what kind an object is
+ANNOTATED_KINDS = {"DataLoader": "loader", "Optimizer": "optimizer", "Module": "model", "PreTrainedModel": "model",
+                   "ModelMixin": "model", "LRScheduler": "scheduler", "_LRScheduler": "scheduler"}
+# methods only an nn.Module has (among what prepare() is given): an object they are called on is one
+MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children",
+                                 "named_children", "register_forward_hook", "register_forward_pre_hook",
+                                 "register_full_backward_hook", "requires_grad_"})
+# methods of an nn.Module (and of a tensor) that return the object itself
+_SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "bfloat16", "double",
+                             "requires_grad_", "to_empty"})
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         return a
     prepared = a.prepared if a.prepared == b.prepared else MAYBE
     return Value(
-        kind=a.kind if a.kind == b.kind else (a.kind or b.kind),
+        kind=a.kind if a.kind == b.kind else None,  # paths that made different (or unknown) kinds
         prepared=prepared,
         is_acc=a.is_acc and b.is_acc,
         origin=a.origin if a.origin is b.origin else None,
@@ -122,21 +130,6 @@ def _expects_wrapper(param: cst.Param) -> bool:
     return bool(_WRAPPER_TYPES.search(cst.Module([]).code_for_node(param.annotation.annotation)))
 
 
-def _kind_from_name(name: str | None) -> str | None:
-    if not name:
-        return None
-    short = name.split(".")[-1]
-    if _LOADER_NAME.search(short):
-        return "loader"
-    if _SCHED_NAME.search(short):
-        return "scheduler"
-    if _OPTIM_NAME.search(short) or short.lower().endswith("optimizer"):
-        return "optimizer"
-    if _MODEL_NAME.search(short):
-        return "model"
-    return None
-
-
 MAX_WALKS_PER_SCOPE = 15
 
 # library EMA wrappers whose averaged copy holds no trainable parameter
@@ -171,9 +164,11 @@ def _changed_keys(before: Env, after: Env) -> list[str]:
 
 
 def _passed_on(returned: Value | None) -> Value | None:
-    """What a call of a same-file function evaluates to, from what the function returns: only an
-    accelerator, a prepared object or a tuple of values is passed on to the caller."""
-    if returned is not None and (returned.is_acc or returned.prepared != NO or returned.elements is not None):
+    """What a call of a same-file function evaluates to, from what the function returns: an
+    accelerator, a prepared object, an object of a known kind (``return DataLoader(...)``) or a
+    tuple of values is passed on to the caller."""
+    if returned is not None and (returned.is_acc or returned.prepared != NO or returned.elements is not None
+                                 or returned.kind in WRAPPED_KINDS):
         return returned
     return None
 
@@ -240,6 +235,7 @@ class ObjectTracker:
         self._current: _ScopeWalk | None = None
         self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()))
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
+        self._module_calls: dict[tuple, cst.Call] | None = None
         self._run(previous if previous is not None and previous.key == self.key else None)
 
     def state(self) -> WalkState:
@@ -505,6 +501,8 @@ class ObjectTracker:
                     env[name] = Value(is_acc=True, origin=param)
                 elif name in summary.params:
                     env[name] = summary.params[name]
+                elif self.module_evidence(param.name, scope) is not None:
+                    env[name] = Value(kind="model", origin=param)  # used as a module in the body
             info = self.index.functions[scope]
             if info.class_name is not None:
                 self._defer_prepared_attrs(scope, info.class_name, env)
@@ -558,6 +556,12 @@ class ObjectTracker:
             if base is not None and base.container:
                 return replace(base, container=False, origin=expr if base.origin is not None else None)
             return None
+        if isinstance(expr, cst.IfExp):
+            # `Accelerator(log_with=...) if track else Accelerator()`: what either branch holds
+            body, orelse = self.value_of(expr.body, env), self.value_of(expr.orelse, env)
+            if body is None or orelse is None:
+                return None
+            return merge(body, orelse)
         if isinstance(expr, cst.Dict):
             return self._dict_value(expr, env)
         if isinstance(expr, cst.Tuple) and expr.elements and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
@@ -631,6 +635,8 @@ class ObjectTracker:
                 if method == "state":
                     return Value(is_acc=True, origin=call)
                 return None
+            if method in _SELF_RETURNING and owner is not None and owner.kind == "model" and not owner.is_acc:
+                return owner  # `Net().to(device)`, `model.train()`: the module itself
         target = self.index.resolve_call(call)
         if target is not None:
             self._read(("returns", target))
@@ -668,6 +674,12 @@ class ObjectTracker:
             return "optimizer"
         if short == "from_pretrained" and re.search(r"(Model|ForCausalLM|For[A-Z]\w+|UNet|Transformer|Net)", name):
             return "model"
+        if qual.startswith(("torch.nn.", "nn.")) and short[:1].isupper() and not qual.startswith(
+                ("torch.nn.utils.", "torch.nn.functional.", "nn.utils.", "nn.functional.")) \
+                and short not in ("Parameter", "ParameterList", "ParameterDict", "Identity"):
+            return "model"  # a layer or container of layers: a module
+        if qual.startswith(("transformers.", "diffusers.")) and re.search(r"(Model|For[A-Z]\w+)$", short):
+            return "model"  # a library model class built from its config
         return None
 
     def _may_hold_parameters(self, cls, seen: frozenset = frozenset()) -> bool:
@@ -711,13 +723,52 @@ class ObjectTracker:
                     return True
         return False
 
+    def _module_uses(self) -> dict[tuple, cst.Call]:
+        """Objects used as modules (``model.parameters()``, ``named_parameters()``, ``modules()``,
+        ``requires_grad_(...)``, a forward hook...): what is done with them says they are
+        ``nn.Module`` instances, whatever they are called. Keyed by (scope, name) for local names
+        and (class, name) for ``self.<attr>``; the value is the first such call."""
+        if self._module_calls is None:
+            uses: dict[tuple, cst.Call] = {}
+            for call in self.index.calls:
+                if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in MODULE_ONLY_METHODS:
+                    continue
+                key = dotted_name(call.func.value)
+                if key is None:
+                    continue
+                scope = self.index.scope_of(call)
+                cls = self.index.class_of(scope) if key.startswith("self.") else None
+                uses.setdefault((cls.name if cls is not None else scope, key), call)
+            self._module_calls = uses
+        return self._module_calls
+
+    def module_evidence(self, arg: cst.BaseExpression, scope: ScopeNode) -> cst.Call | None:
+        """A call that uses ``arg``'s object as a module (``arg.parameters()``) in ``scope`` (or,
+        for ``self.<attr>``, in any method of the class)."""
+        key = dotted_name(arg)
+        if key is None:
+            return None
+        if key.startswith("self."):
+            cls = self.index.class_of(scope)
+            return self._module_uses().get((cls.name, key)) if cls is not None else None
+        return self._module_uses().get((scope, key))
+
     def _prepared(self, call: cst.Call, arg: cst.BaseExpression, kind: str | None, env: Env) -> Value:
         inner = self.value_of(arg, env)
         if inner is not None:
             self._current.prepared_origins.update(inner.origins())
         self._current.prepared_origins.add(arg)
+        if inner is not None and (inner.container or inner.is_acc):
+            return inner  # a dict or list of objects comes back unchanged: prepare wraps no container
         if kind is None:
-            kind = (inner.kind if inner else None) or _kind_from_name(dotted_name(arg)) or "unknown"
+            kind = inner.kind if inner else None
+        if kind is None and self.module_evidence(arg, self._scope) is not None:
+            kind = "model"  # used as a module: it is one
+        if kind not in WRAPPED_KINDS:
+            # prepare() returns an object that is not a module, optimizer, loader or scheduler
+            # unchanged; of an object of unknown kind nothing is known: it may or may not have been
+            # wrapped, and no rule reports on it
+            return Value(prepared=MAYBE, origin=inner.origin if inner else arg, prepared_at=call)
         not_wrapped = bool(inner and inner.frozen) or any(
             a.keyword is not None and a.keyword.value == "evaluation_mode" and isinstance(a.value, cst.Name) and a.value.value == "True"
             for a in call.args
@@ -820,10 +871,7 @@ class ObjectTracker:
             else:
                 del env[k]
         if value is None:
-            value = Value(kind=_kind_from_name(key))
-        elif value.kind in (None, "unknown") and not value.is_acc:
-            # what `prepare(make_loader())` returned is named by the binding (`loader = ...`)
-            value = replace(value, kind=_kind_from_name(key) or value.kind)
+            value = Value()
         env[key] = value
         if key.startswith("self.") and isinstance(self._scope, cst.FunctionDef):
             cls = self.index.class_of(self._scope)
@@ -960,6 +1008,10 @@ class ObjectTracker:
             self._assign([t.target for t in small.targets], small.value, env)
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
             self._assign([small.target], small.value, env)
+            key = dotted_name(small.target)
+            declared = ANNOTATED_KINDS.get((dotted_name(small.annotation.annotation) or "").split(".")[-1])
+            if key in env and declared is not None and env[key].kind is None and not env[key].is_acc:
+                env[key] = replace(env[key], kind=declared)  # `loader: DataLoader = make_loader()`
         elif isinstance(small, cst.AugAssign):
             pass
         elif isinstance(small, cst.Return):

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import libcst as cst
@@ -215,19 +214,18 @@ class Trainer:
 
 
 _TENSOR_BACKWARD_PARAMS = ("gradient", "retain_graph", "create_graph", "inputs")
-_GA_DIVISOR = re.compile(r"/\s*\(?\s*[\w.]*(grad\w*accum\w*|accum\w*steps|ga_steps)\b", re.IGNORECASE)
-
-
 def _divided_by_accumulation(model: FileModel, loss: cst.BaseExpression) -> bool:
-    """``loss / gradient_accumulation_steps`` in the expression or where the name was bound."""
-    texts = [model.code(loss)]
+    """The loss is divided by something (``loss / ga`` in the expression or where the name was
+    bound, or ``loss /= ga`` earlier): a hand-written accumulation that ``accelerator.backward``
+    would divide a second time, so the fix is not safe."""
+    nodes: list[cst.CSTNode] = [loss]
     value = model.value_at(loss)
     if value is not None and value.origin is not None:
         parent = model.index.parents.get(value.origin)
-        texts.append(model.code(parent if parent is not None else value.origin))
-    for node in model.calls_in(model.statement_of(loss)):
-        texts.append(model.code(node))
-    return any(_GA_DIVISOR.search(t) for t in texts) or _augmented_division(model, loss)
+        nodes.append(parent if parent is not None else value.origin)
+    nodes.extend(model.calls_in(model.statement_of(loss)))
+    return any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide)
+               for node in nodes for n in model.index.walk(node)) or _augmented_division(model, loss)
 
 
 def _augmented_division(model: FileModel, loss: cst.BaseExpression) -> bool:
@@ -236,6 +234,6 @@ def _augmented_division(model: FileModel, loss: cst.BaseExpression) -> bool:
     scope = model.scope_of(loss)
     for node in model.index.walk(scope):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign) \
-                and model.code(node.target) == name and _GA_DIVISOR.search("/ " + model.code(node.value)):
+                and model.code(node.target) == name:
             return True
     return False

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import libcst as cst
@@ -130,17 +129,16 @@ class DoubleLossScaling(Rule):
             )
 
 
-_GA_NAME = re.compile(r"(grad\w*accum|accum\w*steps|^ga_steps$|^accumulation_steps$)", re.IGNORECASE)
-
-
 def _is_accumulation_count(model: FileModel, expr: cst.BaseExpression, configured: set[str]) -> bool:
+    """``expr`` is the accelerator's accumulation count: the expression its constructor was given,
+    or its ``gradient_accumulation_steps`` attribute."""
     text = model.code(expr)
-    if text in configured and not text.isdigit():
-        return True
     if text.isdigit():
         return text in configured and text != "1"
-    last = text.rsplit(".", 1)[-1]
-    return last == "gradient_accumulation_steps" or bool(_GA_NAME.search(last))
+    if text in configured:
+        return True
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "gradient_accumulation_steps" \
+        and model.is_accelerator(expr.value)
 
 
 def _is_ga_division(model: FileModel, expr: cst.CSTNode, configured: set[str]) -> bool:

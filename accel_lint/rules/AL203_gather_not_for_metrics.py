@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import libcst as cst
@@ -8,7 +7,6 @@ import libcst as cst
 from ..model import FileModel, last_attr
 from .base import Finding, Fix, Rule
 
-_EVAL_NAME = re.compile(r"(^|_)(eval|val|valid|validation|test|dev)(_|$|loader|dl|dataloader)", re.IGNORECASE)
 _ACCUMULATE_METHODS = {"add_batch", "update", "append", "extend"}
 _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate", "numpy.concatenate", "np.concatenate", "torch.stack"}
 _NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
@@ -158,26 +156,34 @@ def _enclosing_eval_loop(model: FileModel, call: cst.Call) -> cst.For | None:
             return None
         if isinstance(parent, cst.For):
             loader = _loop_iterable(parent)
-            if model.prepared_kind(loader) != "loader" and not _EVAL_NAME.search(model.code(loader).rsplit(".", 1)[-1]):
+            if model.prepared_kind(loader) != "loader":
                 continue
-            if _is_eval_context(model, parent, loader):
+            if _is_eval_context(model, parent):
                 return parent
     return None
 
 
-def _is_eval_context(model: FileModel, loop: cst.For, loader: cst.BaseExpression) -> bool:
-    if _EVAL_NAME.search(model.code(loader).rsplit(".", 1)[-1]):
+def _no_grad_block(model: FileModel, node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.With) and any(
+        isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
+        for i in node.items)
+
+
+def _trains(model: FileModel, loop: cst.For) -> bool:
+    """The loop runs a backward pass: it is a training loop, whatever else it does."""
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in model.calls_in(loop.body))
+
+
+def _is_eval_context(model: FileModel, loop: cst.For) -> bool:
+    """A loop over a prepared loader that evaluates: it runs under ``no_grad`` / ``inference_mode``,
+    or it does no backward pass and puts its forward under ``no_grad`` or its prepared model in
+    ``eval()`` mode. A ``no_grad`` block inside a training loop (a logging step) is not one."""
+    if any(_no_grad_block(model, node) for node in (loop, *model.ancestors(loop))):
         return True
-    for node in (loop, *model.ancestors(loop)):  # under no_grad / inference_mode
-        if isinstance(node, cst.With) and any(
-                isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
-                for i in node.items):
-            return True
-    for inner in model.index.walk(loop.body):
-        if isinstance(inner, cst.With) and any(
-                isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
-                for i in inner.items):
-            return True
+    if _trains(model, loop):
+        return False
+    if any(_no_grad_block(model, inner) for inner in model.index.walk(loop.body)):
+        return True
     for c in model.calls_in(model.scope_of(loop)):  # model.eval() in the same function
         if isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args \
                 and model.prepared_kind(c.func.value) == "model":
@@ -186,11 +192,12 @@ def _is_eval_context(model: FileModel, loop: cst.For, loader: cst.BaseExpression
 
 
 def _truncates_by_hand(model: FileModel, loop: cst.For) -> bool:
-    scope = model.scope_of(loop)
-    if "samples_seen" in {model.code(n) for n in model.index.loads_in(scope)}:
-        return True
-    for node in model.index.walk(loop.body):
-        if isinstance(node, cst.Subscript) and any("len(" in model.code(element.slice) for element in node.slice):
+    """The gathered results are cut to a length (``preds[: len(dl.dataset) - seen]``), in the loop
+    or after it in the same function: the duplicates are removed by hand."""
+    for node in model.index.walk(model.scope_of(loop)):
+        if isinstance(node, cst.Subscript) and any(
+                isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len"
+                for element in node.slice for n in model.index.walk(element)):
             return True
     return False
 

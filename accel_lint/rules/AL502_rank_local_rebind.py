@@ -78,7 +78,7 @@ class RankLocalRebind(Rule):
         for node, held in list(model.objects.values.items()):
             parent = model.index.parents.get(node)
             if not (isinstance(parent, cst.AssignTarget) and isinstance(node, cst.Name)) or \
-                    held.prepared not in (YES, MAYBE):
+                    held.prepared not in (YES, MAYBE) or held.kind is None:  # an unknown object: no finding
                 continue
             assign = model.index.parents.get(parent)
             guard = _rank_if(model, assign) if isinstance(assign, cst.Assign) else None

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import MAYBE, YES, FileModel, dotted_name
+from .base import Finding, Rule
+
+
+class TrainOnUnwrapped(Rule):
+    """The prepared model's name rebound to `unwrap_model(...)` on every rank, then trained.
+
+    ## What it does
+    Flags `model = accelerator.unwrap_model(model)` (the result bound to the name that holds
+    the prepared, wrapped model) on every rank, when a training loop (one that runs a backward
+    pass) calls that name's forward, or passes it to a call, afterwards: later in the function,
+    or in the next pass of a loop around the rebinding.
+    Not flagged: a new name for the unwrapped model; a rebinding after the last training use;
+    a rebinding under a rank guard (that is AL502); a model `prepare` did not wrap.
+
+    ## Why is this bad?
+    From that point on the forward bypasses the DDP wrapper: its reducer never averages the
+    gradients, so each rank trains its own copy and the replicas drift apart. Nothing fails.
+    Under FSDP and ZeRO-3 the bare module holds only this rank's shards of the parameters.
+
+    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al506_train_on_unwrapped_bad.py`): after
+    the second epoch the two ranks' parameters differ.
+
+    ## Example
+    ```python
+    for epoch in range(epochs):
+        for batch in loader:
+            accelerator.backward(loss_fn(model(batch)))
+        model = accelerator.unwrap_model(model)
+        model.save_pretrained(out)
+    ```
+
+    ## Use instead
+    ```python
+    for epoch in range(epochs):
+        for batch in loader:
+            accelerator.backward(loss_fn(model(batch)))
+        unwrapped = accelerator.unwrap_model(model)
+        unwrapped.save_pretrained(out)
+    ```
+    """
+
+    code = "AL506"
+    name = "train-on-unwrapped"
+    severity = "error"
+    summary = "the prepared model's name rebound to unwrap_model() and trained again: gradients are not synchronised"
+
+    VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        for epoch in range(2):
+            for x in torch.ones(8, 4):
+                accelerator.backward(model(x).sum())
+                optimizer.step()
+            unwrapped = accelerator.unwrap_model(model)
+            torch.save(unwrapped.state_dict(), "model.pt")
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        for x in torch.ones(8, 4):
+            accelerator.backward(model(x).sum())
+            optimizer.step()
+        model = accelerator.unwrap_model(model)
+        model.eval()
+        print(model(torch.ones(4)))
+        """,
+    ]
+    INVALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        for epoch in range(2):
+            for x in torch.ones(8, 4):
+                accelerator.backward(model(x).sum())
+                optimizer.step()
+            model = accelerator.unwrap_model(model)  # expect: AL506
+            torch.save(model.state_dict(), "model.pt")
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        for call in model.index.calls:
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "unwrap_model" and call.args
+                    and model.is_accelerator(func.value)):
+                continue
+            assign = model.index.parents.get(call)
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                continue
+            name = dotted_name(assign.targets[0].target)
+            if name is None or name != dotted_name(call.args[0].value) or model.rank_guard_of(assign) is not None:
+                continue
+            held = model.value_at(call.args[0].value)
+            # MAYBE: in a loop, the next pass holds what this rebinding made
+            if held is None or held.kind != "model" or held.prepared not in (YES, MAYBE) or held.not_wrapped:
+                continue
+            forward = _trained_after(model, name, assign)
+            if forward is None:
+                continue
+            yield Finding(assign.targets[0].target,
+                          f"`{name}` held the prepared model and now holds the bare module on every rank; the "
+                          f"training forward `{model.code(forward)}` (line {model.line_of(forward)}) then bypasses the "
+                          f"DDP wrapper: gradients are no longer averaged and the replicas drift apart; bind the "
+                          f"unwrapped model to a new name")
+
+
+def _trains(model: FileModel, loop: cst.CSTNode) -> bool:
+    body = loop.body
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in model.calls_in(body))
+
+
+def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call | None:
+    """A forward ``name(...)`` (or a call given ``name``) in a training loop that runs after ``assign``: later in the
+    function, or anywhere in a loop that encloses ``assign`` (its next pass), unless the name is
+    rebound first."""
+    scope = model.scope_of(assign)
+    order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
+    start = next(i for i, n in enumerate(order) if n is assign)
+    candidates = [n for n in order[start + 1:]]
+    loop = next((p for p in model.ancestors(assign) if isinstance(p, (cst.For, cst.While, cst.FunctionDef))), None)
+    if isinstance(loop, (cst.For, cst.While)):
+        candidates += list(model.index.walk(loop.body))
+    for node in candidates:
+        if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name and node is not assign.targets[0]:
+            return None  # rebound on every path that follows: the name no longer holds the bare module
+        if isinstance(node, cst.Call) and any(dotted_name(e) == name for e in (node.func, *(a.value for a in node.args))) \
+                and any(isinstance(p, (cst.For, cst.While)) and _trains(model, p) for p in model.ancestors(node)):
+            return node  # `model(batch)` or `loss_of(model, batch)` in a loop that runs a backward pass
+    return None
