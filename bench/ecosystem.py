@@ -5,9 +5,15 @@
 
 As ruff checks every change on real projects, this lints pinned outside corpora and compares
 every finding with a committed triage table per corpus, ``bench/ecosystem/<corpus>.tsv``
-(columns: path, line, code, verdict, reason; verdict is TP, FP or judgment). It prints the
-findings that are new (in no table row), gone (in the table, no longer reported) and the
-per-rule and total counts. Untriaged findings count as false positives in the precision.
+(columns: path, line, code, verdict, reason; verdict is TP, FP, judgment, or ``missed`` for
+a real bug found by reading that the linter did not report). It prints the findings that are
+new (in no table row), gone (in the table, no longer reported) and the per-rule and total
+counts. Untriaged findings count as false positives in the precision; recall is the TPs over
+the TPs and the missed bugs still not reported. AL403 (info) is counted apart.
+
+First contact: ``bench/ecosystem/first-contact/<corpus>.tsv`` is the triage of a corpus's first
+lint, made before any model change for it, with its ``missed`` rows; it is never edited. Its
+precision and recall are reported beside the current ones, and summed over all corpora.
 
 Corpora (their code is never committed; it is unpacked into ``--cache``, default
 ``~/.cache/accel-lint-ecosystem``):
@@ -102,6 +108,10 @@ CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
 _SOURCES = (".py", ".ipynb")
 VERDICTS = ("TP", "FP", "judgment")
+# a real bug of the catalog's classes found by reading the code, that the linter did not report
+MISSED = "missed"
+# the triage of each corpus's first lint, made before any model change for it: never edited
+FIRST_CONTACT = TABLES / "first-contact"
 # an Accelerate program in the sense of the precision target: it constructs an accelerator
 ACCELERATOR_CONSTRUCTION = re.compile(rb"\b(Accelerator|PartialState)\s*\(")
 
@@ -166,7 +176,10 @@ def lint(root: Path) -> list[dict]:
 
 
 def read_table(name: str) -> dict[Key, tuple[str, str]]:
-    path = TABLES / f"{name}.tsv"
+    return read_table_at(TABLES / f"{name}.tsv")
+
+
+def read_table_at(path: Path) -> dict[Key, tuple[str, str]]:
     table: dict[Key, tuple[str, str]] = {}
     if not path.exists():
         return table
@@ -199,33 +212,78 @@ def accelerator_files(root: Path) -> int:
     return count
 
 
+def _precision(c: collections.Counter) -> float | None:
+    denominator = c["TP"] + c["FP"] + c["untriaged"]
+    return round(c["TP"] / denominator, 3) if denominator else None
+
+
+def _recall(found_tp: int, missed: int) -> float | None:
+    return round(found_tp / (found_tp + missed), 3) if found_tp + missed else None
+
+
 def compare(name: str, findings: list[dict], table: dict[Key, tuple[str, str]]) -> dict:
+    """Findings against the table. A finding on a ``missed`` row is a real bug now found (TP);
+    ``missed`` rows still not found count against recall. AL403 (info) is counted apart."""
     found = {Key(f["path"], f["line"], f["code"]): f for f in findings}
     per_rule: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     new = []
     for key, finding in sorted(found.items(), key=lambda kv: (kv[0].path, kv[0].line, kv[0].code)):
         verdict = table.get(key, ("untriaged", ""))[0]
-        if verdict not in VERDICTS:
+        if verdict == MISSED:
+            verdict = "TP"
+        elif verdict not in VERDICTS:
             verdict = "untriaged"
             new.append(finding)
         per_rule[key.code][verdict] += 1
-    gone = sorted((k for k in table if k not in found), key=lambda k: (k.path, k.line, k.code))
-    total = collections.Counter()
-    for counts in per_rule.values():
+    for key, (verdict, _) in table.items():
+        if verdict == MISSED and key not in found:
+            per_rule[key.code][MISSED] += 1
+    gone = sorted((k for k, v in table.items() if k not in found and v[0] != MISSED),
+                  key=lambda k: (k.path, k.line, k.code))
+    total, without_al403 = collections.Counter(), collections.Counter()
+    for code, counts in per_rule.items():
         total.update(counts)
-
-    def precision(c: collections.Counter) -> float | None:
-        denominator = c["TP"] + c["FP"] + c["untriaged"]
-        return round(c["TP"] / denominator, 3) if denominator else None
-
+        if code != "AL403":
+            without_al403.update(counts)
     return {
         "findings": len(found),
         "counts": dict(total),
-        "precision": precision(total),
-        "per_rule": {code: {**dict(c), "precision": precision(c)} for code, c in sorted(per_rule.items())},
+        "precision": _precision(total),
+        "precision_without_al403": _precision(without_al403),
+        "recall_without_al403": _recall(without_al403["TP"], without_al403[MISSED]),
+        "al403": dict(per_rule.get("AL403", {})),
+        "per_rule": {code: {**dict(c), "precision": _precision(c)} for code, c in sorted(per_rule.items())},
         "new": [f"{f['path']}:{f['line']}: {f['code']} {f['message'][:120]}" for f in new],
         "gone": [f"{k.path}:{k.line}: {k.code} ({table[k][0]})" for k in gone],
     }
+
+
+def first_contact(name: str) -> dict | None:
+    """The figures of a corpus's first lint, from its frozen triage (no re-lint: that lint is
+    the one the table records)."""
+    path = FIRST_CONTACT / f"{name}.tsv"
+    if not path.exists():
+        return None
+    table = read_table_at(path)
+    findings = [{"path": k.path, "line": k.line, "code": k.code, "message": ""}
+                for k, (verdict, _) in table.items() if verdict != MISSED]
+    result = compare(name, findings, table)
+    return {k: result[k] for k in ("findings", "counts", "precision_without_al403", "recall_without_al403", "al403")}
+
+
+def first_contact_totals(names: list[str]) -> dict:
+    """Precision and recall at first contact over every corpus that has a frozen first triage."""
+    total = collections.Counter()
+    al403 = collections.Counter()
+    for name in names:
+        path = FIRST_CONTACT / f"{name}.tsv"
+        if not path.exists():
+            continue
+        for key, (verdict, _) in read_table_at(path).items():
+            (al403 if key.code == "AL403" else total)[verdict] += 1
+    return {"corpora": sorted(n for n in names if (FIRST_CONTACT / f"{n}.tsv").exists()), "counts": dict(total),
+            "precision_without_al403": _precision(total), "recall_without_al403": _recall(total["TP"], total[MISSED]),
+            "al403": dict(al403)}
 
 
 def main() -> int:
@@ -245,6 +303,7 @@ def main() -> int:
         table = read_table(name)
         result = compare(name, findings, table)
         result["accelerator_files"] = accelerator_files(root)
+        result["first_contact"] = first_contact(name)
         fp = result["counts"].get("FP", 0) + result["counts"].get("untriaged", 0)
         result["fp_per_20_accelerator_files"] = round(20 * fp / result["accelerator_files"], 2) if result["accelerator_files"] else None
         results[name] = result
@@ -252,14 +311,23 @@ def main() -> int:
             append_untriaged(name, [f for f in findings if table.get(Key(f["path"], f["line"], f["code"]), ("",))[0] not in VERDICTS
                                     and Key(f["path"], f["line"], f["code"]) not in table])
         print(f"== {name}: {result['findings']} findings, {result['accelerator_files']} files construct an accelerator")
-        print(f"   verdicts {result['counts']}  precision {result['precision']}  "
+        print(f"   verdicts {result['counts']}  precision {result['precision']} "
+              f"(without AL403 {result['precision_without_al403']}, recall {result['recall_without_al403']})  "
               f"FP+untriaged per 20 accelerator files {result['fp_per_20_accelerator_files']}")
+        if result["first_contact"] is not None:
+            fc = result["first_contact"]
+            print(f"   first contact: {fc['counts']}  precision without AL403 {fc['precision_without_al403']}  "
+                  f"recall {fc['recall_without_al403']}")
         for code, counts in result["per_rule"].items():
             print(f"   {code}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
         for line in result["new"]:
             print(f"   new: {line}")
         for line in result["gone"]:
             print(f"   gone: {line}")
+    totals = first_contact_totals(list(args.corpus or CORPORA))
+    print(f"== first contact over {len(totals['corpora'])} corpora: {totals['counts']}  precision without AL403 "
+          f"{totals['precision_without_al403']}  recall {totals['recall_without_al403']}  AL403 {totals['al403']}")
+    results["first_contact_totals"] = totals
     args.json.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(args.json.read_text()) if args.json.exists() else {}
     previous.update(results)

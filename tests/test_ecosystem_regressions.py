@@ -154,10 +154,11 @@ CASES = {
     # Outside such a branch the attribute is still reported.
     "wrapper_attribute_outside_a_branch": ("""
         from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
         acc = Accelerator()
-        net = acc.prepare(net)
+        net = acc.prepare(AutoModelForCausalLM.from_pretrained("tiny"))
         net.generate(prompt)
-    """, [(4, "AL501")]),
+    """, [(5, "AL501")]),
     # The norm clip_grad_norm_ returns is computed from all-reduced gradients: the same on
     # every rank, so skipping the step on NaN is decided together.
     "skip_on_nan_gradient_norm": ("""
@@ -178,15 +179,18 @@ CASES = {
     "skip_on_nan_loss": ("""
         import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
         acc = Accelerator()
-        net, opt, loader = acc.prepare(net, opt, loader)
+        net = torch.nn.Linear(16, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        net, opt, loader = acc.prepare(net, opt, DataLoader(ds, batch_size=8))
         for batch in loader:
             loss = net(batch).mean()
             if torch.isnan(loss):
                 break
             acc.backward(loss)
             opt.step()
-    """, [(8, "AL303")]),
+    """, [(11, "AL303")]),
     # An accelerator built with an FSDP1 plugin, returned in a tuple by a setup function: FSDP1
     # forwards attributes and gives the full, unprefixed state dict on every rank.
     "fsdp1_accelerator_from_a_setup_tuple": ("""
@@ -247,20 +251,26 @@ CASES = {
     # ... and read on every rank afterwards: the wrapper on the others.
     "rebind_read_on_every_rank": ("""
         from accelerate import Accelerator
+        from transformers import CLIPTextModel
         acc = Accelerator()
-        text_encoder, opt = acc.prepare(text_encoder, opt)
+        text_encoder, opt = acc.prepare(CLIPTextModel.from_pretrained(args.model, subfolder="text_encoder"), opt)
         is_main = acc.is_main_process
         if is_main:
             text_encoder = acc.unwrap_model(text_encoder)
         acc.end_training()
         embeds = text_encoder.get_input_embeddings().weight.detach()
-    """, [(6, "AL502")]),
+    """, [(7, "AL502")]),
     # Rank-locality is data flow: a name that looks like a metric but holds a reduced value is
     # uniform; a counter advanced under a rank-local condition is rank-local.
     "reduced_metric_and_patience_counter": ("""
+        import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         acc = Accelerator()
-        net, opt, loader = acc.prepare(net, opt, loader)
+        net = AutoModelForSequenceClassification.from_pretrained("tiny")
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        net, opt, loader = acc.prepare(net, opt, DataLoader(ds, batch_size=8))
         best_score, patience = 0.0, 0
         for batch in loader:
             out = net(**batch)
@@ -272,7 +282,7 @@ CASES = {
                 patience += 1
             if patience > 3:
                 break
-    """, [(14, "AL303")]),
+    """, [(19, "AL303")]),
     # Branches taken only by a single-process job (Apple silicon, one process, no process group).
     "single_process_branches": ("""
         import torch
@@ -377,6 +387,7 @@ CASES = {
     # A trainer class whose driver method sets up the models before the method that prepares
     # them: the setup methods see the bare model, the later ones the wrapper.
     "methods_that_run_before_the_prepare_method": ("""
+        import torch
         from accelerate import Accelerator
 
         class Finetuner:
@@ -392,6 +403,7 @@ CASES = {
                 self.parts.transformer.add_adapter(lora)
 
             def wrap(self):
+                self.opt = torch.optim.AdamW(self.parts.transformer.parameters(), lr=1e-4)
                 self.parts.transformer, self.opt = self.acc.prepare(self.parts.transformer, self.opt)
 
             def report(self):
@@ -402,7 +414,7 @@ CASES = {
                 self.add_adapters(lora)
                 self.wrap()
                 return self.report()
-    """, [(19, "AL501")]),
+    """, [(21, "AL501")]),
     # DeepSpeed's engine API inside the branch that tests for DeepSpeed.
     "deepspeed_engine_api_under_a_deepspeed_test": ("""
         from accelerate import Accelerator, DistributedType
@@ -458,6 +470,8 @@ CASES = {
     # diverges nothing more than the main-only forward already does (that one is AL305's).
     "sample_budget_exit_in_a_main_only_evaluation": ("""
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
 
         def evaluate(net, loader, budget):
             seen = 0
@@ -468,23 +482,26 @@ CASES = {
                     break
 
         acc = Accelerator()
-        net, loader = acc.prepare(net, loader)
+        net = AutoModelForSequenceClassification.from_pretrained("tiny")
+        net, loader = acc.prepare(net, DataLoader(eval_ds, batch_size=8))
         if acc.is_main_process:
             evaluate(net, loader, 512)
-    """, [(6, "AL305")]),
+    """, [(8, "AL305")]),
     # The script checks for the attribute before it reads it on the (possibly wrapped) model.
     "attribute_read_after_a_hasattr_check": ("""
         from accelerate import Accelerator
+        from diffusers import UNet2DConditionModel
 
         acc = Accelerator()
-        unet = acc.prepare(unet)
+        unet = acc.prepare(UNet2DConditionModel.from_pretrained(args.model, subfolder="unet"))
         if hasattr(unet, "config") and hasattr(unet.config, "patch_size"):
             size = unet.config.patch_size
         size = unet.config.patch_size
-    """, [(7, "AL501")]),
+    """, [(8, "AL501")]),
     # An entry-point method sets the models up and only then calls the hook that prepares
     # them: before that call it works on the bare models, also after rebinding their holder.
     "entry_method_before_its_own_prepare_hook": ("""
+        import torch
         from accelerate import Accelerator
 
         class Job:
@@ -492,7 +509,8 @@ CASES = {
                 self.acc = Accelerator()
 
             def prepare_models(self):
-                self.sd.unet = self.acc.prepare(self.sd.unet)
+                self.opt = torch.optim.AdamW(self.sd.unet.parameters(), lr=1e-5)
+                self.sd.unet, self.opt = self.acc.prepare(self.sd.unet, self.opt)
 
             def run(self):
                 self.sd = load_pipeline()
@@ -500,7 +518,7 @@ CASES = {
                 unet.enable_gradient_checkpointing()
                 self.prepare_models()
                 self.sd.unet.enable_gradient_checkpointing()
-    """, [(15, "AL501")]),
+    """, [(17, "AL501")]),
     # An inference tool that builds an Accelerator for its device only and never prepares,
     # gathers or asks for a rank: one process, so its writes and prints are not per rank.
     "accelerator_used_for_its_device_only": ("""

@@ -95,16 +95,16 @@ def test_plain_torch_file_is_not_an_accelerate_file():
 # -- prepared objects -------------------------------------------------------------------------
 
 PREP_SOURCE = """
-from accelerate import Accelerator
+import torch; from accelerate import Accelerator
 from torch.utils.data import DataLoader
-accelerator = Accelerator()
-train_dl = DataLoader(ds, shuffle=True)
-raw = model
+accelerator = Accelerator(); model = torch.nn.Linear(4, 2)
+train_dl = DataLoader(ds, shuffle=True); optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+raw = model; scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10)
 model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
 model, optimizer, train_dl, scheduler, raw
-first, *rest = accelerator.prepare(model2, opt2, dl2)
+first, *rest = accelerator.prepare(torch.nn.Linear(2, 2), opt2, dl2)
 first, rest
-net = Net(); wrapped = accelerator.prepare(net)
+net = torch.nn.Linear(2, 1); wrapped = accelerator.prepare(net)
 net, wrapped
 model = build_another()
 model
@@ -113,7 +113,7 @@ if flag:
 else:
     maybe_model = m
 maybe_model
-models = [accelerator.prepare(m) for m in candidates]
+models = [accelerator.prepare(torch.nn.Linear(4, n)) for n in sizes]
 models[0]
 for each in models:
     each
@@ -166,11 +166,11 @@ def test_starred_prepare_arguments_are_unknown():
 
 def test_self_attributes_prepared_in_one_method_are_prepared_in_every_method():
     model = build("""
-    from accelerate import Accelerator
+    import torch; from accelerate import Accelerator
     class T:
-        def __init__(self, model, opt):
+        def __init__(self, model, lr):
             self.accelerator = Accelerator()
-            self.model, self.opt = self.accelerator.prepare(model, opt)
+            self.model, self.opt = self.accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=lr))
         def step(self):
             self.model, self.opt
     """)
@@ -211,13 +211,13 @@ def test_the_fixpoint_walks_again_only_the_scopes_whose_facts_changed():
     assert model.objects.walk_count == 1 + 41 + 1
     # a value the walks must revisit: prepared in the last method, read in the first
     model = build("""
-    from accelerate import Accelerator
+    from accelerate import Accelerator; from torch.utils.data import DataLoader
     class T:
         def evaluate(self):
             self.loader
-        def setup(self, loader):
+        def setup(self, dataset):
             self.accelerator = Accelerator()
-            self.loader = self.accelerator.prepare(loader)
+            self.loader = self.accelerator.prepare(DataLoader(dataset, batch_size=8))
     """)
     assert value_at(model, "self.loader", 5).prepared == YES
     # evaluate once more for the prepared loader, setup for the attributes it assigns

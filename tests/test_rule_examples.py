@@ -68,8 +68,9 @@ def test_a_warm_run_never_imports_libcst(tmp_path):
     import subprocess
     import sys
 
-    (tmp_path / "train.py").write_text("from accelerate import Accelerator\naccelerator = Accelerator()\n"
-                                       "model, opt = accelerator.prepare(model, opt)\nmodel(x).loss.backward()\nopt.step()\n")
+    (tmp_path / "train.py").write_text("import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+                                       "model = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                                       "model, opt = accelerator.prepare(model, opt)\nmodel(x).sum().backward()\nopt.step()\n")
     cache = tmp_path / "cache"
     code = ("import sys; from accel_lint.cli import main\n"
             "try:\n    main([%r, '--cache-dir', %r])\nexcept SystemExit:\n    pass\n"

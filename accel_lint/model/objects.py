@@ -43,6 +43,7 @@ MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "n
                                  "register_full_backward_hook", "requires_grad_"})
 # methods of an nn.Module (and of a tensor) that return the object itself
 _SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "bfloat16", "double",
+                             "to_bettertransformer",  # optimum: the same model, converted in place
                              "requires_grad_", "to_empty"})
 
 
@@ -501,6 +502,8 @@ class ObjectTracker:
                     env[name] = Value(is_acc=True, origin=param)
                 elif name in summary.params:
                     env[name] = summary.params[name]
+                elif ann and ann.split(".")[-1] in ANNOTATED_KINDS:
+                    env[name] = Value(kind=ANNOTATED_KINDS[ann.split(".")[-1]], origin=param)  # `model: nn.Module`
                 elif self.module_evidence(param.name, scope) is not None:
                     env[name] = Value(kind="model", origin=param)  # used as a module in the body
             info = self.index.functions[scope]

@@ -42,10 +42,13 @@ class UnusedSuppression(Rule):
     needs_other_rules = True
     VALID = [
         """\
+        import torch
         from accelerate import Accelerator
         accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         model, optimizer = accelerator.prepare(model, optimizer)
-        loss = model(batch)
+        loss = model(batch).sum()
         loss.backward()  # noqa: AL101
         print("done")  # noqa: E501
         """,

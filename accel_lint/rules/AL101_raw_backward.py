@@ -87,8 +87,14 @@ loss.backward()
     ]
     INVALID = [
         """
+import torch
 from accelerate import Accelerator
+from torch.utils.data import DataLoader
+from transformers import AutoModelForSequenceClassification
 accelerator = Accelerator()
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+dl = DataLoader(dataset, batch_size=8)
 model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
 for batch in dl:
     loss = model(**batch).loss
@@ -98,9 +104,9 @@ for batch in dl:
         """
 import accelerate, torch
 class Trainer:
-    def __init__(self, model, opt):
+    def __init__(self, model):
         self.acc = accelerate.Accelerator()
-        self.model, self.opt = self.acc.prepare(model, opt)
+        self.model, self.opt = self.acc.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-4))
     def step(self, batch):
         out = self.model(batch)
         torch.autograd.backward(out.loss)  # expect: AL101

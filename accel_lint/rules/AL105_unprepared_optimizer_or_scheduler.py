@@ -71,9 +71,12 @@ class UnpreparedOptimizerOrScheduler(Rule):
     INVALID = [
         """\
         import torch
-        from transformers import get_scheduler
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification, get_scheduler
         from accelerate import Accelerator
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        train_dl = DataLoader(train_ds, batch_size=16, shuffle=True)
         model, train_dl = accelerator.prepare(model, train_dl)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
         lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=1000)

@@ -100,8 +100,9 @@ for step, batch in enumerate(train_dl):  # expect: AL201
         """
 from accelerate import Accelerator
 from torch.utils.data import DataLoader
+from transformers import AutoModelForSequenceClassification
 accelerator = Accelerator()
-model = accelerator.prepare(model)
+model = accelerator.prepare(AutoModelForSequenceClassification.from_pretrained("bert-base-uncased"))
 eval_dl = DataLoader(eval_ds, batch_size=8)
 for batch in eval_dl:  # expect: AL201
     preds = model(**batch).logits.argmax(-1)

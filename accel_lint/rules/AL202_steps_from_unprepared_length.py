@@ -116,9 +116,10 @@ class StepsFromUnpreparedLength(Rule):
         """,
         """\
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
         from transformers import get_scheduler
         accelerator = Accelerator()
-        train_dl = build_loader(dataset)
+        train_dl = DataLoader(dataset, batch_size=16, shuffle=True)
         max_steps = epochs * len(train_dl)
         scheduler = get_scheduler(
             "linear", optimizer, num_warmup_steps=0,

@@ -88,8 +88,11 @@ class GatherNotForMetrics(Rule):
     INVALID = [
         """\
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
-        model, eval_dl = accelerator.prepare(model, eval_dl)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        model, eval_dl = accelerator.prepare(model, DataLoader(eval_ds, batch_size=8))
         model.eval()
         for batch in eval_dl:
             preds = model(**batch).logits.argmax(-1)
@@ -98,8 +101,11 @@ class GatherNotForMetrics(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
-        model, loader = accelerator.prepare(model, loader)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        model, loader = accelerator.prepare(model, DataLoader(test_ds, batch_size=8))
         all_preds = []
         with torch.no_grad():
             for batch in loader:

@@ -87,7 +87,12 @@ class RankDivergentExit(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(train_ds, batch_size=8, shuffle=True)
         model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
         for batch in dl:
             try:
@@ -100,8 +105,11 @@ class RankDivergentExit(Rule):
         """,
         """\
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
         accelerator = Accelerator()
-        # what prepare returns for a call's result is named by its binding: `loader` is a loader
+        def make_loader():
+            return DataLoader(train_ds, batch_size=8, shuffle=True)
+        # prepare() of a call's result: the kind of what the function returns (`make_loader()`: a loader)
         model, optimizer, loader = accelerator.prepare(build(), make_optimizer(), make_loader())
         for batch in loader:
             loss = loss_of(model, batch)

@@ -64,8 +64,9 @@ class RankGatedForward(Rule):
     INVALID = [
         """\
         from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
         accelerator = Accelerator()
-        model = accelerator.prepare(model)
+        model = accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
         if accelerator.is_main_process:
             outputs = model(**batch)  # expect: AL305
             text = accelerator.unwrap_model(model).generate(**prompt)  # expect: AL305

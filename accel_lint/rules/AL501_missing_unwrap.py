@@ -137,18 +137,23 @@ model.save_pretrained("out")
     ]
     INVALID = [
         """
+import torch
 from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
 accelerator = Accelerator()
+model = AutoModelForCausalLM.from_pretrained("gpt2")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model, optimizer = accelerator.prepare(model, optimizer)
 out = model.generate(**inputs)  # expect: AL501
 torch.save(model.state_dict(), "w.pt")  # expect: AL501
 """,
         """
 import accelerate
+from transformers import AutoModelForCausalLM
 class Runner:
-    def __init__(self, model):
+    def __init__(self, model_name):
         self.accelerator = accelerate.Accelerator()
-        self.model = self.accelerator.prepare(model)
+        self.model = self.accelerator.prepare(AutoModelForCausalLM.from_pretrained(model_name))
     def export(self):
         return self.model.config  # expect: AL501
 """,

@@ -64,8 +64,9 @@ class RankLocalRebind(Rule):
     INVALID = [
         """\
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
-        model = accelerator.prepare(model)
+        model = accelerator.prepare(AutoModelForSequenceClassification.from_pretrained("bert-base-uncased"))
         if accelerator.is_main_process:
             model = accelerator.unwrap_model(model)  # expect: AL502
             model.save_pretrained("out")

@@ -72,7 +72,10 @@ class DeviceMoveOnPrepared(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
         accelerator = Accelerator()
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         model, optimizer = accelerator.prepare(model, optimizer)
         model.cuda()  # expect: AL504
         model.to(torch.bfloat16)  # expect: AL504

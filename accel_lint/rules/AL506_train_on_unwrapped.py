@@ -80,6 +80,21 @@ class TrainOnUnwrapped(Rule):
         model.eval()
         print(model(torch.ones(4)))
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        for step, x in enumerate(torch.ones(8, 4)):
+            accelerator.backward(model(x).sum())
+            optimizer.step()
+            if step == 7:
+                model = accelerator.unwrap_model(model)
+                torch.save(model.state_dict(), "final.pt")
+                break
+        """,
     ]
     INVALID = [
         """\
@@ -136,14 +151,37 @@ def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call 
     scope = model.scope_of(assign)
     order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
     start = next(i for i, n in enumerate(order) if n is assign)
+    exit_kind = _exit_after(model, assign)
+    if exit_kind in (cst.Return, cst.Raise):
+        return None  # the function ends after the rebinding: nothing trains on it
     candidates = [n for n in order[start + 1:]]
     loop = next((p for p in model.ancestors(assign) if isinstance(p, (cst.For, cst.While, cst.FunctionDef))), None)
-    if isinstance(loop, (cst.For, cst.While)):
-        candidates += list(model.index.walk(loop.body))
+    if isinstance(loop, (cst.For, cst.While)) and exit_kind is None:
+        candidates += list(model.index.walk(loop.body))  # the loop's next pass
+    own = {id(n) for n in model.index.walk(assign)}
     for node in candidates:
+        if id(node) in own or (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                               and node.func.attr.value == "unwrap_model"):
+            continue  # unwrapping again is no training use
         if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name and node is not assign.targets[0]:
             return None  # rebound on every path that follows: the name no longer holds the bare module
         if isinstance(node, cst.Call) and any(dotted_name(e) == name for e in (node.func, *(a.value for a in node.args))) \
                 and any(isinstance(p, (cst.For, cst.While)) and _trains(model, p) for p in model.ancestors(node)):
             return node  # `model(batch)` or `loss_of(model, batch)` in a loop that runs a backward pass
+    return None
+
+
+def _exit_after(model: FileModel, assign: cst.Assign) -> type | None:
+    """``break``, ``return`` or ``raise`` among the statements that follow the rebinding in its
+    own block: the loop around it has no next pass after it (or the function ends)."""
+    statement = model.statement_of(assign)
+    block = model.index.parents.get(statement)
+    if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+        return None
+    siblings = list(block.body)
+    for later in siblings[siblings.index(statement):]:
+        if isinstance(later, cst.SimpleStatementLine):
+            for small in later.body:
+                if isinstance(small, (cst.Break, cst.Return, cst.Raise)):
+                    return type(small)
     return None
