@@ -103,6 +103,15 @@ GIT_CORPORA = {
     "soundstorm-pytorch": ("lucidrains/soundstorm-pytorch", "8119522e45fd8c5925a70cad0daf94d5012997ce", None),
     "phenaki-pytorch": ("lucidrains/phenaki-pytorch", "9415d4e6e808d941f827c2926e72f43a434eedb1", None),
     "nanovlm": ("huggingface/nanoVLM", "4e0c0961846135c2217f95e54cb4c2d66eb55e42", None),
+    # batch 6 (2026-11-27): first contact recorded at 61d0a39, after kinds-from-values
+    "pixart-sigma": ("PixArt-alpha/PixArt-sigma", "1ce521afddcc2fab329b35b7374aa86d654e12f7", None),
+    "transfusion-pytorch": ("lucidrains/transfusion-pytorch", "3dab4c2e4ff0ebad3a72f731cc103621448e321b", None),
+    "naturalspeech2-pytorch": ("lucidrains/naturalspeech2-pytorch", "659bec7f7543e7747e809e950cc2f84242fbeec7", None),
+    "onetrainer": ("Nerogar/OneTrainer", "23df3832e8f213d64c337e39f9365ba46e99fed0", None),
+    "halos": ("ContextualAI/HALOs", "4831988636b4cbc1c30c0bce78df568cf0f8103b", None),
+    "alpaca-farm": ("tatsu-lab/alpaca_farm", "30717ddae735365de756ee2085191b491a71788d", None),
+    "pi-zero-pytorch": ("lucidrains/pi-zero-pytorch", "42e1d7f2a915e205f3002bd7d860f638ecffd5c2", None),
+    "smollm": ("huggingface/smollm", "a041759883ec7152d18fb985ea49be641a0bceef", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
