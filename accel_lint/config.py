@@ -20,9 +20,13 @@ DEFAULT_EXCLUDES = (
 )
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include",
               "per-file-ignores", "accelerator-names", "accelerate-config", "accelerate-configs",
-              "max-file-size"}
+              "max-file-size", "extend-writes", "extend-rank-predicates", "extend-collectives",
+              "extend-rank-unique-sources"}
 DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024  # libcst needs about 1 GB for one huge generated file
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
+
+
+from .library import parse_extension  # noqa: E402  (after the constants it does not need)
 
 
 class ConfigError(Exception):
@@ -49,6 +53,7 @@ class Config:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     cache_dir: Path | None = None  # None: no cache
     accelerate_configs: tuple = ()  # accelerate_config.Backend per --accelerate-config file
+    library_extension: tuple = ()  # the project's rows for the library table (extend-writes, ...)
     root: Path = field(default_factory=Path.cwd)
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
@@ -65,7 +70,7 @@ class Config:
 
     def settings_fingerprint(self) -> str:
         """What, besides the enabled rules, changes a file's result (part of the cache key)."""
-        return f"{self.accelerator_names}|{self.max_file_size}"
+        return f"{self.accelerator_names}|{self.max_file_size}|{self.library_extension}"
 
     def is_excluded(self, path: Path) -> bool:
         """A glob of ``exclude`` matches the name, the root-relative path, or a folder above it."""
@@ -165,4 +170,8 @@ def load_config(pyproject: Path | None) -> Config:
         cfg = replace(cfg, accelerate_configs=load_accelerate_configs([pyproject.parent / p for p in paths]))
     if "accelerator-names" in data:
         cfg = replace(cfg, accelerator_names=tuple(data["accelerator-names"]))
+    try:
+        cfg = replace(cfg, library_extension=parse_extension(data, f"{pyproject}: [tool.accel-lint]"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return cfg

@@ -219,10 +219,12 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
     Returns the model (``None`` if it could not be built)."""
     import libcst as cst
 
+    from .library import library_for
     from .model import FileModel
 
     try:
-        model = FileModel(module, config.accelerator_names, external, incoming, layout, previous)
+        model = FileModel(module, config.accelerator_names, external, incoming, layout, previous,
+                          library=library_for(config.library_extension))
     except RecursionError:
         raise
     except Exception as exc:  # an analysis bug must not stop the run

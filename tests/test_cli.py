@@ -15,9 +15,9 @@ from accel_lint.cli import main
 from conftest import FIXTURES, run_cli
 
 BAD = """\
-from accelerate import Accelerator
-accelerator = Accelerator()
-model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+import torch; from accelerate import Accelerator; from transformers import AutoModelForSequenceClassification
+accelerator = Accelerator(); model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+model, optimizer, dl = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-4), dl)
 for batch in dl:
     loss = model(**batch).loss
     loss.backward()
@@ -397,8 +397,9 @@ def test_a_helper_in_another_module_that_expects_the_wrapper_is_not_flagged(tmp_
     (pkg / "utils.py").write_text('def add_hooks(model: "DeepSpeedEngine") -> None:\n'
                                   '    return model.optimizer.parameter_offload\n'
                                   'def describe(model):\n    return model.optimizer\n')
-    (pkg / "trainer.py").write_text("from accelerate import Accelerator\nfrom .utils import add_hooks, describe\n"
-                                    "accelerator = Accelerator()\nmodel = accelerator.prepare(model)\n"
+    (pkg / "trainer.py").write_text("from accelerate import Accelerator\nfrom transformers import AutoModelForCausalLM\n"
+                                    "from .utils import add_hooks, describe\naccelerator = Accelerator()\n"
+                                    "model = accelerator.prepare(AutoModelForCausalLM.from_pretrained('gpt2'))\n"
                                     "add_hooks(model)\ndescribe(model)\n")
     found = json.loads(run_cli(str(tmp_path), "--no-cache", "--output-format", "json").stdout)
     assert [(os.path.basename(f["path"]), f["line"], f["code"]) for f in found] == [("utils.py", 4, "AL501")]

@@ -682,9 +682,11 @@ def test_a_rank_predicate_from_another_module_guards_writes(tmp_path):
     (tmp_path / "train.py").write_text(
         "import torch\n"
         "from accelerate import Accelerator\n"
-        "from mypkg.distributed import is_main_process\n\n"
+        "from mypkg.distributed import is_main_process\n"
+        "from transformers import AutoTokenizer\n\n"
         "accelerator = Accelerator()\n"
         "model = accelerator.prepare(model)\n"
+        "tokenizer = AutoTokenizer.from_pretrained('gpt2')\n"
         "if is_main_process():\n"
         "    torch.save(accelerator.get_state_dict(model), 'ema.pt')\n"
         "    tokenizer.save_pretrained('out')\n"
@@ -692,7 +694,7 @@ def test_a_rank_predicate_from_another_module_guards_writes(tmp_path):
     for args in ((), ("--jobs", "1")):
         code, found = json_findings(str(tmp_path), "--no-cache", *args)
         assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [
-            ("train.py", 8, "AL302"), ("train.py", 10, "AL401")]
+            ("train.py", 10, "AL302"), ("train.py", 12, "AL401")]
 
 
 def test_a_same_file_rank_predicate_with_an_initialized_check():

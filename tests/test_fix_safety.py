@@ -12,12 +12,18 @@ from accel_lint.fixes import fix_source
 HEAD = """\
 import os
 import shutil
+
+import torch
 from accelerate import Accelerator
+from torch.utils.data import DataLoader
+from transformers import AutoModelForSequenceClassification
 
-accelerator = Accelerator()
 
-
-def train(args, model, optimizer, loader):
+def train(args, dataset):
+    accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+    model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+    loader = DataLoader(dataset, batch_size=args.per_device_train_batch_size, shuffle=True)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     global_step = 0
     for batch in loader:

@@ -51,4 +51,4 @@ def test_messages_name_the_guard_the_chain_and_the_call_site():
         "`accelerator.is_main_process and step % 100 == 0` (line 27) is true"
     )
     assert "early exit on `not accelerator.is_main_process` (line 35)" in by_line[("al301_rank_gated_collective_bad.py", 37)]
-    assert "(through the unguarded call on line 19)" in by_line[("al401_unguarded_write_bad.py", 11)]
+    assert "(through the unguarded call on line 21)" in by_line[("al401_unguarded_write_bad.py", 12)]

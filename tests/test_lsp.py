@@ -202,11 +202,11 @@ async def test_unsafe_fix_is_marked_and_a_fix_fix_would_drop_is_not_applied(clie
 @lsp_test
 async def test_noqa_action_and_unused_suppression(client, workspace):
     source = textwrap.dedent("""\
-        from accelerate import Accelerator
+        import torch; from accelerate import Accelerator
         from tqdm import tqdm
-
-        accelerator = Accelerator()
-        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        from transformers import AutoModelForSequenceClassification
+        accelerator = Accelerator(); model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        model, optimizer, loader = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=1e-4), loader)
         for batch in tqdm(loader, desc="🚀"):
             loss = model(**batch).loss
             loss.backward()
@@ -286,8 +286,10 @@ async def test_text_that_cannot_be_encoded_gives_one_diagnostic(client, workspac
     assert "cannot decode" in only.message
     # text that its declared encoding can hold is linted in that encoding: columns stay the editor's
     path = workspace / "latin_ok.py"
-    uri = open_file(client, path, "# -*- coding: latin-1 -*-\nfrom accelerate import Accelerator\n"
-                                  "accelerator = Accelerator()\nmodel, opt, dl = accelerator.prepare(model, opt, dl)\n"
+    uri = open_file(client, path, "# -*- coding: latin-1 -*-\nimport torch\nfrom accelerate import Accelerator\n"
+                                  "accelerator = Accelerator()\nmodel = torch.nn.Linear(4, 1)\n"
+                                  "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                                  "model, opt, dl = accelerator.prepare(model, opt, dl)\n"
                                   "for batch in dl:\n    s = 'é'; loss = model(batch); loss.backward()\n")
     (backward,) = await published(client, uri)
     assert backward.code == "AL101" and backward.range.start.character == len("    s = 'é'; loss = model(batch); ")
@@ -330,7 +332,11 @@ async def test_save_publishes_and_close_clears(client, workspace):
 
 
 NOTEBOOK_CELLS = [
-    ("code", "from accelerate import Accelerator\naccelerator = Accelerator()\n"
+    ("code", "import torch\nfrom accelerate import Accelerator\nfrom torch.utils.data import DataLoader\n"
+             "from transformers import AutoModelForSequenceClassification\naccelerator = Accelerator()\n"
+             "model = AutoModelForSequenceClassification.from_pretrained(\"bert-base-uncased\")\n"
+             "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)\n"
+             "loader = DataLoader(train_ds, batch_size=8, shuffle=True)\n"
              "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n"),
     ("markdown", "# Training\n"),
     ("code", "for batch in loader:\n    loss = model(**batch).loss\n    loss.backward()\n    optimizer.step()\n"
@@ -512,13 +518,13 @@ def test_server_without_pygls_says_how_to_install_it():
 
 def test_a_selected_fix_leaves_the_other_findings_but_takes_its_follow_up_along():
     source = textwrap.dedent("""\
+        import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
 
-        accelerator = Accelerator()
-
-
-        def train(args, model, optimizer, loader, eval_loader, metric):
-            model, optimizer, loader, eval_loader = accelerator.prepare(model, optimizer, loader, eval_loader)
+        def train(args, accelerator, model, loader, eval_ds, metric):
+            model, optimizer, loader, eval_loader = accelerator.prepare(model, torch.optim.AdamW(model.parameters(), lr=args.lr), loader, DataLoader(eval_ds, batch_size=8))
             for batch in loader:
                 with accelerator.accumulate(model):
                     loss = model(**batch).loss / args.gradient_accumulation_steps
@@ -527,6 +533,12 @@ def test_a_selected_fix_leaves_the_other_findings_but_takes_its_follow_up_along(
             model.eval()
             for batch in eval_loader:
                 metric.add_batch(predictions=accelerator.gather(model(**batch)), references=accelerator.gather(batch))
+
+
+        def main(args, train_ds, eval_ds, metric):
+            accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+            model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path)
+            train(args, accelerator, model, DataLoader(train_ds, batch_size=8, shuffle=True), eval_ds, metric)
     """)
     # two findings on one statement: only the selected one
     one = fix_source(source.encode(), "t.py", Config(), True, select={("AL203", 15, 85)})

@@ -44,6 +44,7 @@ from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from ..reparse import Layout
 from .writes import Write, classify_write
+from ..library import Library, default_library
 
 __all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
 
@@ -54,17 +55,36 @@ class FileModel:
     def __init__(self, module: cst.Module, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
                  external: dict[str, list[tuple[str, str]]] | None = None,
                  incoming: dict[str, dict[str, str]] | None = None, layout: Layout | None = None,
-                 previous: dict | None = None) -> None:
+                 previous: dict | None = None, library: Library | None = None) -> None:
         self.module = module
+        self.library = library if library is not None else default_library()
         self._layout = layout
         # the flow walks of this file before an edit (see ObjectTracker and LoaderLengths)
         self._previous = previous or {}
         self.index = FileIndex(module)
         self.accelerator_names = accelerator_names
-        self.external = external or {}
+        self.external = {**self._user_declared(), **(external or {})}
         self.incoming = incoming or {}
         self._positions = None
         self._every_rank: dict = {}
+
+    def _user_declared(self) -> dict[str, list[tuple[str, str]]]:
+        """The project's own rank predicates and collectives (``extend-rank-predicates``,
+        ``extend-collectives``), keyed as this file calls them (``is_rank0`` after ``from
+        mylib.dist import is_rank0``), in the form other modules' summaries take."""
+        declared = {**{name: (RANK_PREDICATE, where) for name, where in self.library.rank_predicates.items()},
+                    **{name: (kind, name) for name, kind in self.library.collectives.items()}}
+        if not declared:
+            return {}
+        out: dict[str, list[tuple[str, str]]] = {}
+        for call in self.index.calls:
+            local = dotted_name(call.func)
+            if local is None:
+                continue
+            qualified = self.index.imports.qualify(local) or local
+            if qualified in declared:
+                out[local] = [declared[qualified]]
+        return out
 
     def walks(self) -> dict:
         """The flow walks this model made, for its next edit (see :class:`accel_lint.reparse.Reparser`)."""
@@ -432,12 +452,29 @@ class FileModel:
                 joined = cst.And if in_body else cst.Or
                 parts = [test.left, test.right] if type(test) is cst.BooleanOperation and type(test.operator) is joined else [test]
                 for part in parts:
+                    if in_body and self._isinstance_of_model_class(part, name):
+                        return NO  # a wrapper is no instance of the model's own class
                     verdict = self._wrapper_test(part, name)
                     if verdict is not None:
                         holds = verdict if in_body else (not verdict)
                         return YES if holds else NO
             child = parent
         return MAYBE
+
+    # classes a wrapper is also an instance of: `isinstance(m, nn.Module)` says nothing
+    _WRAPPER_BASES = frozenset({"Module", "object", "torch.nn.Module", "nn.Module"})
+
+    def _isinstance_of_model_class(self, test: cst.BaseExpression, name: str | None) -> bool:
+        """``isinstance(<name>, SomeModelClass)`` with no wrapper class or wrapper base among the
+        classes: where it is true, the object is the bare module (DDP, FSDP1 and DeepSpeed's
+        wrappers are instances of none of the model's classes); where it is false nothing follows."""
+        if name is None or type(test) is not cst.Call or type(test.func) is not cst.Name \
+                or test.func.value != "isinstance" or len(test.args) != 2 or dotted_name(test.args[0].value) != name:
+            return False
+        classes = test.args[1].value
+        names = [dotted_name(e.value) for e in classes.elements] if type(classes) is cst.Tuple else [dotted_name(classes)]
+        return all(n is not None and n not in self._WRAPPER_BASES and n.rsplit(".", 1)[-1] not in self._WRAPPER_CLASSES
+                   and n.rsplit(".", 1)[-1] != "Module" for n in names)
 
     def compiled_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs only where the script's own compile flag holds (``m._orig_mod
@@ -728,11 +765,24 @@ class FileModel:
         return {self.index.scope_of(n) for n, v in self.objects.values.items() if v.is_acc}
 
     # -- I/O ----------------------------------------------------------------------------------
+    def _origin_of(self, expr: cst.BaseExpression) -> cst.CSTNode | None:
+        value = self.value_at(expr)
+        return value.origin if value is not None else None
+
+    def made_by_rank_unique_source(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` calls something whose result differs on every rank (``uuid4()``,
+        ``tempfile.mkdtemp()``; the library table's ``rank-unique-sources``), or is
+        ``os.devnull``."""
+        if (self.index.imports.qualify_expr(expr) or "") == "os.devnull":
+            return True
+        return any((self.index.imports.qualify_expr(call.func) or "") in self.library.rank_unique_sources
+                   for call in self.calls_in(expr))
+
     @cached_property
     def writes(self) -> list[Write]:
         out = []
         for call in self.index.calls:
-            w = classify_write(call, self.index.imports)
+            w = classify_write(call, self.index.imports, self.library, self._origin_of)
             if w is not None:
                 out.append(w)
         return out

@@ -644,6 +644,9 @@ class ObjectTracker:
         if target is not None:
             self._read(("returns", target))
             returned = _passed_on(self.summaries[target].returns)
+            if returned is not None and returned.prepared == NO and not returned.is_acc and returned.elements is None:
+                # a new object on every call (`make_loader()` twice is two loaders): made here
+                return replace(returned, origin=call, alternatives=frozenset())
             if returned is not None:
                 return returned
         name = dotted_name(func) or ""

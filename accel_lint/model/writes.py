@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
 
+from ..library import Library
 from .names import ImportMap, dotted_name
-
-_WRITE_FUNCTIONS = {
-    "torch.save": "torch.save",
-    "safetensors.torch.save_file": "save_file",
-    "safetensors.torch.save_model": "save_model",
-    "numpy.save": "np.save",
-    "numpy.savez": "np.savez",
-    "numpy.savez_compressed": "np.savez_compressed",
-    "numpy.savetxt": "np.savetxt",
-    "shutil.rmtree": "shutil.rmtree",
-    "shutil.copy": "shutil.copy",
-    "shutil.copy2": "shutil.copy2",
-    "shutil.copyfile": "shutil.copyfile",
-    "shutil.copytree": "shutil.copytree",
-    "shutil.move": "shutil.move",
-    "os.remove": "os.remove",
-    "os.unlink": "os.unlink",
-    "os.rename": "os.rename",
-    "os.replace": "os.replace",
-    "os.rmdir": "os.rmdir",
-}
-_WRITE_METHODS = {"write_text", "write_bytes", "to_csv", "to_json", "to_parquet"}
-_SELF_UNGATED_SAVERS = re.compile(r"(tokenizer|processor|feature_extractor|config)$", re.I)
-
 
 @dataclass(frozen=True)
 class Write:
@@ -40,6 +17,8 @@ class Write:
     call: cst.Call
     what: str
     path: cst.BaseExpression | None
+    # passed a keyword that makes it safe on every rank at once (`exist_ok=True`)
+    tolerant: bool = False
 
 
 def _mode_of(call: cst.Call) -> str | None:
@@ -51,8 +30,27 @@ def _mode_of(call: cst.Call) -> str | None:
     return "r"
 
 
-def classify_write(call: cst.Call, imports: ImportMap) -> Write | None:
-    """``Write`` when ``call`` mutates the file system, else ``None``."""
+def _argument(call: cst.Call, position: int | str | None, keyword: str | None) -> cst.BaseExpression | None:
+    if position == "self":
+        return call.func.value if isinstance(call.func, cst.Attribute) else None
+    for arg in call.args:
+        if keyword is not None and arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if isinstance(position, int) and position < len(positional):
+        return positional[position].value
+    return None
+
+
+def _is_tolerant(call: cst.Call, keywords: tuple[str, ...]) -> bool:
+    return any(arg.keyword is not None and arg.keyword.value in keywords and isinstance(arg.value, cst.Name)
+               and arg.value.value == "True" for arg in call.args)
+
+
+def classify_write(call: cst.Call, imports: ImportMap, library: Library,
+                   origin_of: Callable[[cst.BaseExpression], cst.CSTNode | None] | None = None) -> Write | None:
+    """``Write`` when ``call`` mutates the file system (by the library table), else ``None``.
+    ``origin_of(expr)``: the call that made the object ``expr`` holds, when the model knows it."""
     name = dotted_name(call.func)
     first = call.args[0].value if call.args else None
     if name == "open" or (name and imports.qualify(name) in ("io.open", "builtins.open")):
@@ -61,17 +59,29 @@ def classify_write(call: cst.Call, imports: ImportMap) -> Write | None:
             return Write(call, "open(..., %r)" % mode, first)
         return None
     qual = imports.qualify(name) if name else None
-    if qual in _WRITE_FUNCTIONS:
-        what = _WRITE_FUNCTIONS[qual]
-        path = call.args[1].value if what in ("torch.save", "save_file", "np.save") and len(call.args) > 1 else first
-        if what in ("torch.save", "save_file") and len(call.args) < 2:
-            path = None
-        return Write(call, what, path)
+    known = library.writes.get(qual) if qual else None
+    if known is not None:
+        return Write(call, qual, _argument(call, known.path, known.path_keyword), _is_tolerant(call, known.tolerant))
     if isinstance(call.func, cst.Attribute):
         method = call.func.attr.value
         owner = dotted_name(call.func.value) or ""
-        if method in _WRITE_METHODS:
-            return Write(call, f"{owner or '...'}.{method}", first)
-        if method == "save_pretrained" and owner and _SELF_UNGATED_SAVERS.search(owner.split(".")[-1]):
+        known = library.write_methods.get(method)
+        if known is not None:
+            return Write(call, f"{owner or '...'}.{method}", _argument(call, known.path, known.path_keyword),
+                         _is_tolerant(call, known.tolerant))
+        if method == "save_pretrained" and origin_of is not None and _unguarded_saver(call.func.value, library, origin_of):
             return Write(call, f"{owner}.save_pretrained", first)
     return None
+
+
+def _unguarded_saver(owner: cst.BaseExpression, library: Library,
+                     origin_of: Callable[[cst.BaseExpression], cst.CSTNode | None]) -> bool:
+    """The object was made by a library class whose ``save_pretrained`` takes no
+    ``is_main_process`` (a tokenizer, a processor, a config): ``AutoTokenizer.from_pretrained``."""
+    origin = origin_of(owner)
+    if not isinstance(origin, cst.Call):
+        return False
+    made_by = dotted_name(origin.func) or ""
+    if made_by.endswith(".from_pretrained"):
+        made_by = made_by.rsplit(".", 1)[0]
+    return made_by.rsplit(".", 1)[-1].endswith(library.unguarded_saver_suffixes)

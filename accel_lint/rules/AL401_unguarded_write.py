@@ -9,7 +9,6 @@ from ..model import FileModel
 from ..model.names import dotted_name
 from .base import Finding, Fix, Rule, guard_statement_fix, quote, wrap_in_guard
 
-_TEMP_HINTS = ("tempfile", "mkdtemp", "TemporaryDirectory", "NamedTemporaryFile", "devnull")
 
 
 class UnguardedWrite(Rule):
@@ -18,10 +17,14 @@ class UnguardedWrite(Rule):
     ## What it does
     Flags file-system mutations outside any rank-gated region of code that runs on every
     rank: `torch.save`, `safetensors` `save_file`, `np.save`, `open(..., "w"|"a"|"x")`,
-    `Path.write_text`/`write_bytes`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
-    `unlink`/`rename`/`replace`, `df.to_csv`, and `save_pretrained` on tokenizers,
-    processors and configs (which, unlike transformers 5 models, do not gate themselves).
-    Not flagged: paths that contain the rank (`f"out_{accelerator.process_index}.pt"`) or
+    `Path.write_text`/`write_bytes`/`mkdir`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
+    `unlink`/`rename`/`replace`/`mkdir`/`makedirs`, `df.to_csv`, and `save_pretrained` on
+    tokenizers, processors and configs made by their library class (`AutoTokenizer.from_pretrained`;
+    unlike transformers 5 models, they do not gate themselves). Which calls write, where their
+    path is and which keywords make them safe is the library table (`accel_lint/library.toml`,
+    extended by `extend-writes` in `[tool.accel-lint]`).
+    Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
+    `shutil.rmtree(d, ignore_errors=True)`); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample),
     writes inside `with accelerator.split_between_processes(...)` or
     `with accelerator.main_process_first():` (the main process fills a cache before the others
@@ -88,23 +91,46 @@ def rotate(accelerator, old):
         return
     shutil.rmtree(old)
 """,
+        # tolerant on every rank at once; a path unique to the rank
+        """
+import os, shutil, uuid
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+shutil.rmtree("scratch", ignore_errors=True)
+os.makedirs("out", exist_ok=True)
+torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
+""",
     ]
     INVALID = [
         """
 import json, torch
 from accelerate import Accelerator
+from transformers import AutoTokenizer
 accelerator = Accelerator()
 optimizer, loader = accelerator.prepare(optimizer, loader)
 with open("all_results.json", "w") as f:  # expect: AL401
     json.dump(results, f)
 torch.save(model.state_dict(), "model.pt")  # expect: AL401
+tokenizer = AutoTokenizer.from_pretrained("gpt2")
 tokenizer.save_pretrained("out")  # expect: AL401
+""",
+        """
+import os
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+if not os.path.exists("out"):
+    os.makedirs("out")  # expect: AL401
 """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for write in model.writes:
             call = write.call
+            if write.tolerant:
+                continue  # `exist_ok=True`, `ignore_errors=True`: every rank may run it at once
             if model.under_rank_condition(call):
                 continue
             scope = model.scope_of(call)
@@ -139,7 +165,7 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:
     exprs = [a.value for a in node.args] if isinstance(node, cst.Call) and depth == 0 else [node]
     for expr in exprs:
         text = model.code(expr)
-        if any(h in text for h in _TEMP_HINTS) or "process_index" in text or "rank" in text.lower():
+        if "process_index" in text or "rank" in text.lower() or model.made_by_rank_unique_source(expr):
             return True
         for name in model.index.loads_in(expr):
             if model.ranks.is_rank_dependent(name):

@@ -1,0 +1,117 @@
+"""What the analyzer knows about outside functions, as data: ``library.toml`` plus the rows a
+project adds in ``[tool.accel-lint]``.
+
+The model reads every fact about a call it cannot see into from here: which calls write or
+delete files (and which argument is the path, and which keywords make them safe on every rank),
+which library savers write on every rank, which calls return something unique to the rank, and
+which of the user's own functions are rank predicates or collectives."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from .collectives import ACCELERATOR_METHOD_OPS, ACCELERATE_FUNCTION_OPS
+
+RANK_PREDICATE_VALUES = ("main", "local_main")
+
+
+@dataclass(frozen=True)
+class WriteModel:
+    """One writing call: where its path is, and what makes it tolerant of every rank running it."""
+
+    path: int | str | None  # a position, "self" (the receiver), or None (unknown)
+    path_keyword: str | None = None
+    tolerant: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Library:
+    """The table. ``writes`` is keyed by qualified function name, ``write_methods`` by method name."""
+
+    writes: dict[str, WriteModel] = field(default_factory=dict)
+    write_methods: dict[str, WriteModel] = field(default_factory=dict)
+    unguarded_saver_suffixes: tuple[str, ...] = ()
+    rank_unique_sources: frozenset[str] = frozenset()
+    rank_predicates: dict[str, str] = field(default_factory=dict)  # qualified name -> "main" | "local_main"
+    collectives: dict[str, str] = field(default_factory=dict)  # qualified name -> op kind
+
+    def extended(self, extension: tuple) -> Library:
+        """This table with a project's rows (``Config.library_extension``) added."""
+        if not extension:
+            return self
+        rows = dict(extension)
+        writes = dict(self.writes)
+        for name, position in rows.get("extend-writes", ()):
+            writes[name] = WriteModel(position)
+        return Library(
+            writes=writes,
+            write_methods=self.write_methods,
+            unguarded_saver_suffixes=self.unguarded_saver_suffixes,
+            rank_unique_sources=self.rank_unique_sources | frozenset(rows.get("extend-rank-unique-sources", ())),
+            rank_predicates={**self.rank_predicates, **dict(rows.get("extend-rank-predicates", ()))},
+            collectives={**self.collectives, **dict(rows.get("extend-collectives", ()))},
+        )
+
+
+def _write_model(row: dict) -> WriteModel:
+    return WriteModel(row.get("path"), row.get("path-keyword"), tuple(row.get("tolerant", ())))
+
+
+@lru_cache(maxsize=1)
+def default_library() -> Library:
+    """The packaged table."""
+    data = tomllib.loads(resources.files("accel_lint").joinpath("library.toml").read_text(encoding="utf-8"))
+    return Library(
+        writes={name: _write_model(row) for name, row in data.get("writes", {}).items()},
+        write_methods={name: _write_model(row) for name, row in data.get("write-methods", {}).items()},
+        unguarded_saver_suffixes=tuple(data.get("unguarded-savers", {}).get("class-suffixes", ())),
+        rank_unique_sources=frozenset(data.get("rank-unique-sources", {}).get("calls", ())),
+        rank_predicates=dict(data.get("rank-predicates", {})),
+        collectives=dict(data.get("collectives", {})),
+    )
+
+
+@lru_cache(maxsize=8)
+def library_for(extension: tuple) -> Library:
+    return default_library().extended(extension)
+
+
+# the op kinds a user may give a collective of their own
+COLLECTIVE_KINDS = frozenset(ACCELERATOR_METHOD_OPS.values()) | frozenset(ACCELERATE_FUNCTION_OPS.values())
+
+
+def parse_extension(data: dict, where: str) -> tuple:
+    """The ``extend-*`` keys of ``[tool.accel-lint]`` as a hashable tuple, checked; raises
+    ``ValueError`` with a message naming the key on a malformed row."""
+    out = []
+    writes = data.get("extend-writes", {})
+    if writes:
+        if not isinstance(writes, dict) or not all(isinstance(v, int) and v >= 0 for v in writes.values()):
+            raise ValueError(f"{where}: extend-writes must be a table of \"module.function\" = <position of the path argument>")
+        out.append(("extend-writes", tuple(sorted(writes.items()))))
+    predicates = data.get("extend-rank-predicates", {})
+    if predicates:
+        if not isinstance(predicates, dict) or not all(v in RANK_PREDICATE_VALUES for v in predicates.values()):
+            raise ValueError(f"{where}: extend-rank-predicates must be a table of \"module.function\" = "
+                             f"\"main\" or \"local_main\" (where it returns True)")
+        out.append(("extend-rank-predicates", tuple(sorted(predicates.items()))))
+    collectives = data.get("extend-collectives", {})
+    if collectives:
+        if not isinstance(collectives, dict) or not all(v in COLLECTIVE_KINDS for v in collectives.values()):
+            raise ValueError(f"{where}: extend-collectives must be a table of \"module.function\" = one of "
+                             f"{', '.join(sorted(COLLECTIVE_KINDS))}")
+        out.append(("extend-collectives", tuple(sorted(collectives.items()))))
+    sources = data.get("extend-rank-unique-sources", [])
+    if sources:
+        if not isinstance(sources, list) or not all(isinstance(v, str) for v in sources):
+            raise ValueError(f"{where}: extend-rank-unique-sources must be a list of \"module.function\" names")
+        out.append(("extend-rank-unique-sources", tuple(sorted(sources))))
+    return tuple(out)

@@ -1,0 +1,74 @@
+"""The library table (accel_lint/library.toml) and the rows a project adds in [tool.accel-lint]."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from accel_lint.library import default_library
+from conftest import json_findings, run_cli
+
+TRAIN = textwrap.dedent("""\
+    import torch
+    from accelerate import Accelerator
+    from mylib.ckpt import save_all
+    from mylib.dist import is_rank0
+    from mylib.io import dump
+
+    accelerator = Accelerator()
+    model = accelerator.prepare(torch.nn.Linear(2, 2))
+    if is_rank0():
+        save_all(accelerator)
+    dump({"step": 1}, "weights.bin")
+    if is_rank0():
+        dump({"step": 1}, "weights.bin")
+    """)
+
+
+def _project(root: Path, settings: str) -> Path:
+    """Two modules: a training script and the project's own library, which the linter reads
+    nothing from (its functions do not look like what the user declares them to be)."""
+    (root / "mylib").mkdir()
+    (root / "mylib" / "__init__.py").write_text("")
+    (root / "mylib" / "dist.py").write_text("import os\n\n\ndef is_rank0():\n    return os.environ.get('MY_RANK') == '0'\n")
+    (root / "mylib" / "ckpt.py").write_text("def save_all(accelerator):\n    pass\n")
+    (root / "mylib" / "io.py").write_text("def dump(obj, where):\n    pass\n")
+    (root / "train.py").write_text(TRAIN)
+    (root / "pyproject.toml").write_text("[tool.accel-lint]\n" + settings)
+    return root
+
+
+def _codes(root: Path) -> list[tuple[int, str]]:
+    _, found = json_findings("--no-cache", str(root), cwd=root)
+    return [(f["line"], f["code"]) for f in found]
+
+
+def test_a_projects_own_predicates_collectives_and_writers_are_used(tmp_path):
+    root = _project(tmp_path, textwrap.dedent("""\
+        extend-rank-predicates = { "mylib.dist.is_rank0" = "main" }
+        extend-collectives = { "mylib.ckpt.save_all" = "CKPT" }
+        extend-writes = { "mylib.io.dump" = 1 }
+        """))
+    # the checkpoint collective under the declared predicate hangs (AL302); the declared writer on
+    # every rank races (AL401); under the predicate it is fine
+    assert _codes(root) == [(10, "AL302"), (11, "AL401")]
+
+
+def test_without_the_rows_the_same_calls_are_unknown_and_silent(tmp_path):
+    assert _codes(_project(tmp_path, "")) == []
+
+
+def test_a_malformed_row_is_a_configuration_error(tmp_path):
+    root = _project(tmp_path, 'extend-rank-predicates = { "mylib.dist.is_rank0" = "rank zero" }\n')
+    proc = run_cli("--no-cache", str(root), cwd=root)
+    assert proc.returncode == 2
+    assert "extend-rank-predicates" in proc.stderr and "main" in proc.stderr
+
+
+def test_the_packaged_table_knows_paths_and_tolerant_keywords():
+    library = default_library()
+    assert library.writes["torch.save"].path == 1
+    assert library.writes["shutil.rmtree"].tolerant == ("ignore_errors",)
+    assert library.writes["os.makedirs"].tolerant == ("exist_ok",)
+    assert library.write_methods["mkdir"].path == "self"
+    assert "uuid.uuid4" in library.rank_unique_sources
