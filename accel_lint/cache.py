@@ -21,7 +21,7 @@ from . import __version__
 from .diagnostics import Diagnostic, FileError, Notice
 
 CACHE_DIR_NAME = ".accel_lint_cache"
-CACHE_FORMAT = 7  # bump when an entry's layout changes
+CACHE_FORMAT = 8  # bump when an entry's layout changes
 
 
 def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:
@@ -43,7 +43,8 @@ class ResultCache:
     def get(self, key: str, path: str) -> tuple | None:
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            diagnostics = [Diagnostic(path, *d) for d in data["diagnostics"]]
+            diagnostics = [Diagnostic(path, *d[:12], evidence=tuple((line, fact) for line, fact in d[12]))
+                           for d in data["diagnostics"]]
             errors = [FileError(path, message) for message in data["errors"]]
             notices = [Notice(path, message) for message in data.get("notices", [])]
             summary = {name: [tuple(op) for op in ops] for name, ops in data.get("summary", {}).items()}
@@ -59,7 +60,7 @@ class ResultCache:
             return
         entry = {
             "diagnostics": [[d.line, d.column, d.end_line, d.end_column, d.code, d.name, d.severity, d.message,
-                             d.scope, d.statement, d.fix, d.tag] for d in diagnostics],
+                             d.scope, d.statement, d.fix, d.tag, [list(e) for e in d.evidence]] for d in diagnostics],
             "errors": [e.message for e in errors],
             "notices": [n.message for n in notices],
             "summary": summary or {},

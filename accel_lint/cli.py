@@ -88,6 +88,8 @@ def server_command() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("-v", "--verbose", is_flag=True, help="Print the traceback of internal errors.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("--show-evidence", is_flag=True,
+              help="Under each finding, the facts it rests on: where the object was made, which prepare() returned it, the guard.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (also ACCEL_LINT_NO_CACHE=1).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Where to keep the cache (default: .accel_lint_cache next to the configuration).")
@@ -101,7 +103,7 @@ def server_command() -> None:
 @click.version_option(__version__, prog_name="accel-lint")
 def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelerate_configs, extend_include, force_exclude, output_format, output_file, apply_fixes,
          unsafe_fixes, show_diff, show_fixes, baseline, update_baseline, add_noqa, exit_zero, quiet,
-         verbose, statistics, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
+         verbose, statistics, show_evidence, no_cache, cache_dir, max_file_size, jobs, config_path, list_rules, explain) -> None:
     """Find distributed-training bugs in code that uses Hugging Face Accelerate."""
     if list_rules:
         for rule in all_rules():
@@ -189,7 +191,8 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelera
             click.echo(f"accel-lint: note: {filtered.stale} baseline entr{'ies' if filtered.stale != 1 else 'y'} no "
                        f"longer occur; run with --update-baseline to tighten the baseline", err=True)
     run = Run(rules=_rule_infos(full=output_format == "sarif"), root=repo_root, version=__version__, files_checked=result.files_checked,
-              quiet=quiet, statistics=statistics, show_fixes=show_fixes, unsafe_fixes=unsafe_fixes)
+              quiet=quiet, statistics=statistics, show_fixes=show_fixes, unsafe_fixes=unsafe_fixes,
+              show_evidence=show_evidence)
     report = render(output_format, diagnostics, run)
     if show_diff:
         pass  # the diff is the output

@@ -30,6 +30,9 @@ class Diagnostic:
     tag: str = field(default="", compare=False)  # the rule's variant, e.g. AL302's "save_state"
     cell: int | None = field(default=None, compare=False)
     file_line: int | None = field(default=None, compare=False)
+    # the facts the finding rests on, as (line, fact): where the object was made, which prepare
+    # returned it, the guard and why it differs between ranks
+    evidence: tuple[tuple[int, str], ...] = field(default=(), compare=False)
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code, self.message)
@@ -43,6 +46,7 @@ class Diagnostic:
         if self.cell is not None:
             out["cell"] = self.cell
             out["file_line"] = self.file_line
+        out["evidence"] = [{"line": line, "fact": fact} for line, fact in self.evidence]
         return out
 
 

@@ -127,6 +127,14 @@ def _lint_parsed(data: bytes, path: str, config: Config, enabled: list[type[Rule
         _parse_and_analyse(data, path, config, enabled, result, want_fixes, external, incoming, reparser)
 
 
+def _evidence(model, finding) -> tuple[tuple[int, str], ...]:
+    """A finding's facts as (line, fact), in line order, each once."""
+    seen: dict[tuple[int, str], None] = {}
+    for node, fact in finding.evidence:
+        seen.setdefault((model.line_of(node), fact), None)
+    return tuple(sorted(seen))
+
+
 def _no_validation(node) -> None:
     pass
 
@@ -259,6 +267,7 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
                     path, line, col, end_line, end_col, rule.code, rule.name, finding.severity or rule.severity,
                     finding.message, scope=model.qualname_of(finding.node), statement=model.statement_text(statement),
                     fix=finding.fix.applicability if finding.fix and finding.fix.refusal is None else None, tag=finding.tag,
+                    evidence=_evidence(model, finding),
                 )
                 result.diagnostics.append(diagnostic)
                 if finding.fix is not None:
@@ -385,8 +394,13 @@ def _to_cell(d: Diagnostic, notebook) -> Diagnostic:
         end_line, end_col = line, d.column
     else:
         end_col = d.end_column
+    evidence = []
+    for at, fact in d.evidence:  # a fact in another cell names it, placed on the finding's line
+        fact_cell, fact_line = notebook.position(at)
+        evidence.append((fact_line, fact) if fact_cell == cell else (line, f"cell {fact_cell}, line {fact_line}: {fact}"))
     return replace(d, line=line, end_line=end_line, end_column=end_col, cell=cell,
-                   file_line=notebook.file_line(cell, line), message=_cell_lines(d.message, notebook, cell))
+                   file_line=notebook.file_line(cell, line), message=_cell_lines(d.message, notebook, cell),
+                   evidence=tuple(evidence))
 
 
 _LINE_REFERENCE = re.compile(r"\bline (\d+)\b")

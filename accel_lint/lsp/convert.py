@@ -102,6 +102,12 @@ def one(report: Report, d: Diagnostic, encoding: str) -> types.Diagnostic:
         related.append(types.DiagnosticRelatedInformation(
             location=types.Location(uri=doc.cell_uri(cell), range=line_range(cited_lines, line, encoding)),
             message=_excerpt(cited_lines[line - 1])))
+    own_lines = doc.lines(d.cell)
+    for line, fact in d.evidence:  # the facts the finding rests on (--show-evidence)
+        if 1 <= line <= len(own_lines):
+            related.append(types.DiagnosticRelatedInformation(
+                location=types.Location(uri=doc.cell_uri(d.cell), range=line_range(own_lines, line, encoding)),
+                message=fact))
     return types.Diagnostic(
         range=span(lines, d, encoding), message=d.message, severity=SEVERITY.get(d.severity),
         code=d.code, code_description=types.CodeDescription(href=docs_url(d.code)), source=SOURCE,

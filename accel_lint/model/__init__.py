@@ -49,6 +49,11 @@ from ..library import Library, default_library
 __all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
 
 
+def _short(text: str, limit: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class FileModel:
     """Everything the rules may ask about one parsed file."""
 
@@ -658,6 +663,41 @@ class FileModel:
             return True
         func = call.func
         return type(func) is cst.Attribute and func.attr.value == "clip_grad_norm_" and self.is_accelerator(func.value)
+
+    # -- evidence: the facts a finding rests on --------------------------------------------------
+    def value_evidence(self, expr: cst.BaseExpression) -> list[tuple[cst.CSTNode, str]]:
+        """Where the object ``expr`` holds was made and what kind that makes it, and which
+        ``prepare`` returned it: (node, fact) pairs for a finding's evidence."""
+        value = self.value_at(expr)
+        if value is None:
+            return []
+        out: list[tuple[cst.CSTNode, str]] = []
+        use = None
+        if value.kind == "model" and value.prepared_at is not None:
+            argument = value.prepared_at.args[0].value if value.prepared_at.args else expr
+            use = self.objects.module_evidence(argument, self.scope_of(value.prepared_at))
+        # the kind is stated on the fact that decided it: how the object was made, or its use
+        what = "" if use is not None or not value.kind else f": a {value.kind}"
+        for origin in sorted(value.origins(), key=lambda n: self.line_of(n))[:3]:
+            made = origin.name.value if isinstance(origin, cst.Param) else self.code(origin)
+            how = "passed in as" if isinstance(origin, cst.Param) else "made by"
+            out.append((origin, f"{how} `{_short(made)}`{what}"))
+        if use is not None:
+            out.append((use, f"used as a module (`{_short(self.code(use))}`): a model"))
+        if value.prepared_at is not None:
+            wrapped = "not wrapped" if value.not_wrapped else "returned wrapped"
+            out.append((value.prepared_at, f"`{_short(self.code(value.prepared_at.func))}(...)` {wrapped} here"))
+        return out
+
+    def guard_evidence(self, guard: Guard | None) -> list[tuple[cst.CSTNode, str]]:
+        """The guard a finding's call runs under, and why it differs between ranks."""
+        if guard is None:
+            return []
+        condition = guard.condition
+        text = _short(self.code(condition))
+        how = {"if": "only where", "else": "only where this is false:", "early-exit": "after an early exit on",
+               "decorator": "only on the ranks of"}.get(guard.how, "under")
+        return [(guard.node, f"runs {how} `{text}`, which differs between ranks")]
 
     def rank_guard_of(self, node: cst.CSTNode) -> Guard | None:
         """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""

@@ -43,6 +43,7 @@ class Run:
     statistics: bool = False
     show_fixes: bool = False
     unsafe_fixes: bool = False
+    show_evidence: bool = False
 
 
 def render(fmt: str, diagnostics: list[Diagnostic], run: Run) -> str:

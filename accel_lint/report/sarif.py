@@ -51,6 +51,14 @@ def log(diagnostics: list[Diagnostic], run) -> str:
                 },
             }],
             "partialFingerprints": {"accelLintFingerprint/v1": f"{fp}:{occurrence}"},
+            **({"relatedLocations": [{
+                "id": i,
+                "physicalLocation": {
+                    "artifactLocation": {"uri": relative_path(d.path, run.root), "uriBaseId": "%SRCROOT%"},
+                    "region": {"startLine": line},
+                },
+                "message": {"text": fact},
+            } for i, (line, fact) in enumerate(d.evidence)]} if d.evidence and d.cell is None else {}),
             **({"properties": properties} if properties else {}),
         })
     document = {

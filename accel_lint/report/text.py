@@ -22,8 +22,18 @@ def concise(diagnostics: list[Diagnostic]) -> str:
     return "\n".join(line(d) for d in diagnostics)
 
 
+def evidence_lines(d: Diagnostic) -> list[str]:
+    """The facts a finding rests on, indented under it (``--show-evidence``)."""
+    where = f"{d.path}:cell {d.cell}:" if d.cell is not None else f"{d.path}:"
+    return [f"    {where}{line}: {fact}" for line, fact in d.evidence]
+
+
 def full(diagnostics: list[Diagnostic], run) -> str:
-    lines = [line(d, marker=_applies(d, run)) for d in diagnostics]
+    lines = []
+    for d in diagnostics:
+        lines.append(line(d, marker=_applies(d, run)))
+        if run.show_evidence:
+            lines.extend(evidence_lines(d))
     if run.statistics:
         counts = Counter((d.code, d.name) for d in diagnostics)
         lines.extend(f"{n:5d}  {code}  {name}" for (code, name), n in sorted(counts.items()))

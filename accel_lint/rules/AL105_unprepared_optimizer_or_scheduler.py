@@ -107,7 +107,7 @@ class UnpreparedOptimizerOrScheduler(Rule):
             acc = model.accelerator_name_in(model.scope_of(call))
             yield Finding(call, f"`{name}` ({value.kind}) is stepped in the training loop but never passed to "
                                 f"`{acc}.prepare()`: it steps on every accumulation micro-step and skips the fp16 "
-                                f"checks; prepare it with the model")
+                                f"checks; prepare it with the model", evidence=tuple(model.value_evidence(func.value)))
 
 
 def _in_batch_loop(model: FileModel, call: cst.Call) -> bool:

@@ -151,7 +151,7 @@ for batch in eval_dl:  # expect: AL201
                 message = f"{what}; every rank trains on the full dataset, so N processes do the work of one"
             else:
                 message = f"{what}; every rank evaluates the full dataset and gathered metrics count each sample N times"
-            yield Finding(loop.iter, message, None if train else "warning")
+            yield Finding(loop.iter, message, None if train else "warning", evidence=tuple(model.value_evidence(loader)))
 
 
 def _raw_training_call(model: FileModel, call: cst.Call) -> bool:

@@ -128,6 +128,7 @@ def log_all(x):
                 op.node,
                 f"{describe_op(model, op)} runs {describe_guard(model, op.guard)}; the other ranks never reach it "
                 f"and the job hangs until the process-group timeout",
+                evidence=tuple(model.guard_evidence(op.guard)),
             )
 
 

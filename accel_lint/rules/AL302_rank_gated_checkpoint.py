@@ -139,6 +139,7 @@ for epoch in range(3):
                 f"only plain file I/O",
                 fix=_hoist(model, op),
                 tag=method or "state_dict",
+                evidence=tuple(model.guard_evidence(op.guard)),
             )
 
 

@@ -82,17 +82,18 @@ class RankGatedForward(Rule):
             if guard is None:
                 continue
             name = model.code(target)
+            evidence = tuple(model.value_evidence(target) + model.guard_evidence(guard))
             if unwrapped:
                 yield Finding(call, f"`{model.code(call.func)}(...)` on the unwrapped prepared model `{name}` runs "
                                     f"{describe_guard(model, guard)}: under FSDP and ZeRO-3 the forward all-gathers "
                                     f"parameters on every rank and the others never join", severity="warning",
-                              tag="unwrapped")
+                              tag="unwrapped", evidence=evidence)
             else:
                 yield Finding(call, f"`{model.code(call.func)}(...)` on the prepared model `{name}` runs "
                                     f"{describe_guard(model, guard)}: under FSDP and ZeRO-3 its parameter all-gather "
                                     f"hangs, and under DDP its buffer broadcast is matched with the other ranks' next "
                                     f"collective (a hang on gloo); run it on every rank and keep only the logging "
-                                    f"guarded")
+                                    f"guarded", evidence=evidence)
 
 
 def _forward_target(model: FileModel, call: cst.Call):

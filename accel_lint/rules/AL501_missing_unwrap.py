@@ -191,7 +191,8 @@ class Runner:
             else:
                 fix = f"`{acc}.unwrap_model({name}).{attr}`"
             yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
-                          fix=_fix(model, node), tag="state_dict" if attr == "state_dict" else "attribute")
+                          fix=_fix(model, node), tag="state_dict" if attr == "state_dict" else "attribute",
+                          evidence=tuple(model.value_evidence(node.value)))
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

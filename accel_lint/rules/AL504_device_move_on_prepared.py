@@ -93,21 +93,22 @@ class DeviceMoveOnPrepared(Rule):
                 continue
             method = func.attr.value
             name = model.code(func.value)
+            evidence = tuple(model.value_evidence(func.value))
             if method in _CHANGES_PARAMETERS:
                 effect = _EFFECTS[method]
                 yield Finding(call, f"`{name}.{method}()` on a prepared model {effect}; `prepare()` already placed it "
                                     f"(use `mixed_precision=` for dtypes)",
-                              tag="half" if method in ("half", "bfloat16") else method)
+                              tag="half" if method in ("half", "bfloat16") else method, evidence=evidence)
             elif method == "to" and call.args:
                 targets = [model.code(a.value) for a in call.args]
                 if len(call.args) == 1 and call.args[0].keyword is None and \
                         (targets[0].endswith(".device") and model.is_accelerator(_owner(call.args[0].value))):
                     yield Finding(call, f"`{name}.to({targets[0]})` on a prepared model does nothing: `prepare()` "
-                                        f"already placed it on the accelerator's device", severity="info")
+                                        f"already placed it on the accelerator's device", severity="info", evidence=evidence)
                 else:
                     yield Finding(call, f"`{name}.to({', '.join(targets)})` on a prepared model changes the parameters "
                                         f"under the wrapper, whose hooks and placement then no longer match; "
-                                        f"`prepare()` already placed it")
+                                        f"`prepare()` already placed it", evidence=evidence)
 
 
 def _owner(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -99,8 +99,10 @@ class PrepareResultDiscarded(Rule):
                 continue
             names = ", ".join(f"`{model.code(expr)}`" for expr, _ in used) + (" are" if len(used) > 1 else " is")
             harm = "; ".join(f"`{model.code(expr)}` {_HARM[kind]}" for expr, kind in used)
+            evidence = [item for expr, _ in used for item in model.value_evidence(expr)]
             yield Finding(call, f"the result of `{model.code(call.func)}(...)` is thrown away and {names} used "
-                                f"after it unchanged: {harm}; bind the result (`x = {model.code(call.func)}(x)`)")
+                                f"after it unchanged: {harm}; bind the result (`x = {model.code(call.func)}(x)`)",
+                          evidence=tuple(evidence))
 
 
 def _read_after(model: FileModel, expr: cst.BaseExpression, statement: cst.CSTNode) -> bool:

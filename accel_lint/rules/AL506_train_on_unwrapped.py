@@ -136,7 +136,9 @@ class TrainOnUnwrapped(Rule):
                           f"`{name}` held the prepared model and now holds the bare module on every rank; the "
                           f"training forward `{model.code(forward)}` (line {model.line_of(forward)}) then bypasses the "
                           f"DDP wrapper: gradients are no longer averaged and the replicas drift apart; bind the "
-                          f"unwrapped model to a new name")
+                          f"unwrapped model to a new name",
+                          evidence=tuple(model.value_evidence(call.args[0].value)
+                                         + [(forward, "trained here after the rebinding")]))
 
 
 def _trains(model: FileModel, loop: cst.CSTNode) -> bool:

@@ -49,6 +49,9 @@ class Finding:
     severity: str | None = None
     fix: Fix | None = None
     tag: str = ""  # which variant of the rule (for configuration-aware severities)
+    # the facts the finding rests on: (node, fact), e.g. where the object was made and which
+    # prepare() returned it (FileModel.value_evidence, FileModel.guard_evidence)
+    evidence: tuple[tuple[cst.CSTNode, str], ...] = ()
 
 
 class Rule:
