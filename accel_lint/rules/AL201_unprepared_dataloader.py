@@ -85,6 +85,21 @@ model, optimizer = accelerator.prepare(model, optimizer)
 for batch in train_dl:
     accelerator.backward(model(**batch).loss)
 """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        policy = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
+        prompts = DataLoader(dataset, batch_size=8)
+        policy, optimizer, prompts = accelerator.prepare(policy, optimizer, prompts)
+        for batch in prompts:
+            rollouts = [policy(x) for x in batch]  # this rank's own rollouts
+            for chunk in DataLoader(rollouts, batch_size=2):
+                accelerator.backward(chunk.sum())
+                optimizer.step()
+        """,
     ]
     INVALID = [
         """
@@ -190,6 +205,8 @@ def _already_sharded(model: FileModel, loader_call: cst.Call) -> bool:
         src = model.code(value.origin) if value is not None and value.origin is not None else model.code(data)
         if ".shard(" in src or "split_between_processes" in src:
             return True
+        if model.rank_data.varies(data):
+            return True  # built from this rank's own data (rollouts of a prepared loader's batches)
     return False
 
 

@@ -64,6 +64,24 @@ class PerRankPrint(Rule):
             pass
         print("to a file", file=log)
         """,
+        """\
+        from accelerate import Accelerator
+        def main(model):
+            print("usage: train.py CONFIG")  # before this function's accelerator exists
+            accelerator = Accelerator()
+            model = accelerator.prepare(model)
+            accelerator.print("ready")
+        """,
+        """\
+        from accelerate import Accelerator
+        from tqdm import tqdm
+        def evaluate(model, batches):
+            accelerator = Accelerator()
+            model = accelerator.prepare(model)
+            shown = tqdm(batches) if accelerator.is_main_process else batches  # one bar
+            for batch in shown:
+                model(batch)
+        """,
     ]
     INVALID = [
         """\
@@ -78,17 +96,22 @@ class PerRankPrint(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         order = model.index.call_order
-        first_accelerator = min((order[c] for c in model.objects.acc_constructors if c in order), default=None)
+        # where each scope builds its first accelerator (in source order)
+        first_accelerator: dict = {}
+        for constructor in model.objects.acc_constructors:
+            if constructor in order:
+                where = model.scope_of(constructor)
+                first_accelerator[where] = min(order[constructor], first_accelerator.get(where, order[constructor]))
         for call in model.index.calls:
             kind = _kind(model, call)
             if kind is None or model.rank_guard_of(call) is not None:
                 continue
             scope = model.scope_of(call)
-            if scope is model.module and first_accelerator is not None and order[call] < first_accelerator:
-                continue  # before any accelerator exists
+            if scope in first_accelerator and order[call] < first_accelerator[scope]:
+                continue  # before this scope's accelerator exists (`accelerator.print` would be unbound)
             if not model.runs_on_every_rank(scope) or not model.accelerators_visible_in(scope) or model.single_process_at(call):
                 continue
-            if _mentions_rank(model, call) or _under_rank_test(model, call):
+            if _mentions_rank(model, call) or _under_rank_test(model, call) or _chosen_by_rank(model, call):
                 continue
             acc = model.sole_accelerator_in(scope)
             shown = acc or "accelerator"
@@ -121,6 +144,19 @@ def _kind(model: FileModel, call: cst.Call) -> str | None:
     if qualified in _TQDM:
         return "tqdm"
     return None
+
+
+def _chosen_by_rank(model: FileModel, call: cst.Call) -> bool:
+    """A branch of a conditional expression on a rank predicate (``tqdm(it) if
+    accelerator.is_main_process else it``): only some ranks make the call."""
+    child: cst.CSTNode = call
+    for parent in model.ancestors(call):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or isinstance(parent, cst.BaseStatement):
+            return False
+        if isinstance(parent, cst.IfExp) and child is not parent.test and model.ranks.is_rank_dependent(parent.test):
+            return True
+        child = parent
+    return False
 
 
 def _under_rank_test(model: FileModel, call: cst.Call) -> bool:

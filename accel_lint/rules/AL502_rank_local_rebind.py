@@ -60,6 +60,18 @@ class RankLocalRebind(Rule):
             unwrapped.save_pretrained("out")
         outputs = model(**batch)
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 4)
+        model = accelerator.prepare(model)
+        if accelerator.is_main_process:
+            model = accelerator.unwrap_model(model)
+            model.save_pretrained("out")
+        model = accelerator.prepare(torch.nn.Linear(4, 4))  # every rank binds it again before reading
+        outputs = model(batch)
+        """,
     ]
     INVALID = [
         """\
@@ -129,11 +141,24 @@ def _read_after(model: FileModel, name: str, scope, block: cst.If) -> bool:
     order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
     inside = {id(n) for n in model.index.walk(block)}
     start = next(i for i, n in enumerate(order) if n is block)
-    if any(_is_read_of(model, n, name) and id(n) not in inside and not model.runs_only_where(n, block.test)
-           for n in order[start:]):
-        return True
+    for n in order[start:]:
+        if id(n) in inside:
+            continue
+        if _rebinds_on_every_rank(model, n, name, block):
+            return False  # every rank binds the name again before reading it: the rank-local object is dead
+        if _is_read_of(model, n, name) and not model.runs_only_where(n, block.test):
+            return True
     loop = next((p for p in model.ancestors(block) if isinstance(p, (cst.For, cst.While))), None)
     return loop is not None and any(_is_read_of(model, n, name) and id(n) not in inside for n in model.index.walk(loop.body))
+
+
+def _rebinds_on_every_rank(model: FileModel, node: cst.CSTNode, name: str, block: cst.If) -> bool:
+    """``node`` assigns ``name`` in the same block as the guard (not inside a branch or loop of
+    its own), so every rank runs it after the guarded rebinding."""
+    if not (isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name) and node.target.value == name):
+        return False
+    statement = model.statement_of(node)
+    return model.index.parents.get(statement) is model.index.parents.get(block)
 
 
 def _is_read_of(model: FileModel, node: cst.CSTNode, name: str) -> bool:
