@@ -188,6 +188,11 @@ def silent_problems(observed: dict) -> list[str]:
     replicas = {observed[r].get("replica") for r in ranks if observed[r].get("replica")}
     if len(replicas) > 1:
         problems.append("the ranks' replicas hold different weights")
+    held_out = {tuple(observed[r]["held_out"]) for r in ranks if observed[r].get("held_out") is not None}
+    if len(held_out) > 1:
+        trained = set().union(*(observed[r].get("trained", ()) for r in ranks))
+        leaked = trained & set().union(*map(set, held_out))
+        problems.append(f"the ranks split the data differently ({len(leaked)} held-out samples trained on by some rank)")
     for rank in ranks:
         saved = observed[rank].get("saved")
         if saved:

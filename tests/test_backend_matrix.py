@@ -90,18 +90,22 @@ def test_the_runner_on_two_gloo_ranks_and_one_process(tmp_path):
     assert "| `al302_save_state_bad` | **silent**: checkpoint holds 1 of 2 ranks' RNG states | ran fine |" in page
 
 
-def test_discarded_prepare_and_training_on_unwrapped_make_the_replicas_drift(tmp_path):
-    """AL505 and AL506 on 2 gloo ranks: the bad fixtures end with different weights on the two
-    ranks, the good ones with the same."""
+def test_the_new_rules_harm_measured_on_two_gloo_ranks(tmp_path):
+    """AL505 and AL506: the bad fixtures end with different weights on the two ranks, the good
+    ones with the same. AL206: with an unseeded split the ranks hold out different samples and
+    train on each other's held-out ones; with a seeded one they agree."""
     out = tmp_path / "matrix.json"
     code = _runner().main(["--cpu", "--configs", "cpu_ddp", "--jobs", "2", "--cap", "120", "--out", str(out),
-                           "--fixtures", "al505,al506"])
+                           "--fixtures", "al206,al505,al506"])
     assert code == 0
     cells = {c["fixture"]: c for c in json.loads(out.read_text())["cells"]}
     for rule in ("al505_prepare_result_discarded", "al506_train_on_unwrapped"):
         bad, good = cells[f"{rule}_bad"], cells[f"{rule}_good"]
         assert bad["outcome"] == "silent" and "replicas hold different weights" in bad["detail"], bad
         assert good["outcome"] == "ok", good
+    split = cells["al206_rank_divergent_data_bad"]
+    assert split["outcome"] == "silent" and "the ranks split the data differently" in split["detail"], split
+    assert cells["al206_rank_divergent_data_good"]["outcome"] == "ok"
 
 
 def test_the_doc_is_rendered_from_the_committed_results():

@@ -703,6 +703,26 @@ class FileModel:
         """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""
         return self.ops.guard_of(node)
 
+    def guard_admits_every_rank(self, guard: Guard | None) -> str | None:
+        """The backend under which a rank guard lets every rank in: ``"DEEPSPEED"`` for ``if
+        accelerator.is_main_process or accelerator.distributed_type == DistributedType.DEEPSPEED:``
+        (a widely copied workaround); ``None`` for a plain guard."""
+        test = getattr(guard.node, "test", None) if guard is not None else None
+        pending = [test] if test is not None else []
+        while pending:
+            expr = pending.pop()
+            if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+                pending += [expr.left, expr.right]
+            elif isinstance(expr, cst.Comparison) and isinstance(expr.left, cst.Attribute) \
+                    and expr.left.attr.value == "distributed_type" and len(expr.comparisons) == 1 \
+                    and isinstance(expr.comparisons[0].operator, (cst.Equal, cst.Is)):
+                backend = last_attr(expr.comparisons[0].comparator) or ""
+                if isinstance(expr.comparisons[0].comparator, cst.SimpleString):
+                    backend = expr.comparisons[0].comparator.evaluated_value
+                if backend:
+                    return backend
+        return None
+
     def under_rank_condition(self, node: cst.CSTNode) -> bool:
         """``node`` sits in a branch of an ``if`` on a rank predicate in its function, whether
         or not any rank class reaches it (``if is_main: if not is_local_main: ...`` runs on

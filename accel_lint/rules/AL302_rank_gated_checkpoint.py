@@ -126,7 +126,7 @@ for epoch in range(3):
                 continue
             method = op.origin.func.attr.value if isinstance(op.origin.func, cst.Attribute) else ""
             consequence = _CONSEQUENCES.get(method, "deadlocks under FSDP and DeepSpeed")
-            if _admits_deepspeed(model, op.guard):
+            if model.guard_admits_every_rank(op.guard) == "DEEPSPEED":
                 # `is_main_process or distributed_type == DEEPSPEED`: every rank under DeepSpeed
                 consequence = ("deadlocks under FSDP, where it needs every rank (the guard lets every rank in only "
                                "under DeepSpeed)")
@@ -141,22 +141,6 @@ for epoch in range(3):
                 tag=method or "state_dict",
                 evidence=tuple(model.guard_evidence(op.guard)),
             )
-
-
-def _admits_deepspeed(model: FileModel, guard) -> bool:
-    """The guard is an ``or`` with ``<acc>.distributed_type == DistributedType.DEEPSPEED``."""
-    test = getattr(guard.node, "test", None) if guard is not None else None
-    pending = [test] if test is not None else []
-    while pending:
-        expr = pending.pop()
-        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
-            pending += [expr.left, expr.right]
-        elif isinstance(expr, cst.Comparison) and isinstance(expr.left, cst.Attribute) \
-                and expr.left.attr.value == "distributed_type" and len(expr.comparisons) == 1 \
-                and isinstance(expr.comparisons[0].operator, cst.Equal) \
-                and model.code(expr.comparisons[0].comparator).endswith("DEEPSPEED"):
-            return True
-    return False
 
 
 def _hoist(model: FileModel, op) -> Fix | None:

@@ -124,6 +124,16 @@ model = accelerator.prepare(model)
 if not os.path.exists("out"):
     os.makedirs("out")  # expect: AL401
 """,
+        """
+import shutil
+from accelerate import Accelerator
+from accelerate.utils import DistributedType
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+if accelerator.is_main_process or accelerator.distributed_type == DistributedType.DEEPSPEED:
+    shutil.rmtree("checkpoint-100")  # expect: AL401
+    accelerator.save_state("checkpoint-200")
+""",
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
@@ -131,7 +141,8 @@ if not os.path.exists("out"):
             call = write.call
             if write.tolerant:
                 continue  # `exist_ok=True`, `ignore_errors=True`: every rank may run it at once
-            if model.under_rank_condition(call):
+            admitted = model.guard_admits_every_rank(model.rank_guard_of(call))
+            if model.under_rank_condition(call) and admitted is None:
                 continue
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope):
@@ -149,12 +160,26 @@ if not os.path.exists("out"):
             path = quote(model.code(write.path), 40) if write.path is not None else "its target"
             site = model.unguarded_call_site(scope)
             via = f" (through the unguarded call on line {model.line_of(site)})" if site is not None else ""
+            if admitted is not None:
+                guard = model.rank_guard_of(call)
+                yield Finding(
+                    call,
+                    f"`{write.what}` writes {path} on every rank at once under {_BACKENDS.get(admitted, admitted)}: the guard "
+                    f"{quote(model.code(guard.condition), 60)} (line {model.line_of(guard.node)}) lets every rank in "
+                    f"there, so the ranks race on the same path; test `{acc}.is_main_process` alone around the file "
+                    f"I/O",
+                    evidence=tuple(model.guard_evidence(guard)),
+                )
+                continue
             yield Finding(
                 call,
                 f"`{write.what}` writes {path} on every rank at once{via}, which corrupts or races on a shared "
                 f"file system; guard it with `if {acc}.is_main_process:` or use `{acc}.save()`",
                 fix=_guard(model, call, site),
             )
+
+
+_BACKENDS = {"DEEPSPEED": "DeepSpeed", "MULTI_GPU": "DDP", "FSDP": "FSDP", "MULTI_CPU": "DDP on CPUs", "XLA": "XLA"}
 
 
 def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:

@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+
+from ..model import FileModel, dotted_name
+from .base import Finding, Rule, quote
+
+# random splits and the keyword that fixes their draw
+_SPLIT_FUNCTIONS = {
+    "torch.utils.data.random_split": "generator",
+    "torch.utils.data.dataset.random_split": "generator",
+    "sklearn.model_selection.train_test_split": "random_state",
+}
+_SPLIT_METHODS = {"train_test_split": "seed"}  # `datasets.Dataset.train_test_split(seed=...)`
+# calls that seed the process's global generators (torch, numpy, random)
+_SEEDERS = frozenset({"accelerate.utils.set_seed", "accelerate.utils.random.set_seed", "transformers.set_seed",
+                      "transformers.trainer_utils.set_seed", "torch.manual_seed", "numpy.random.seed", "random.seed",
+                      "lightning.seed_everything", "pytorch_lightning.seed_everything"})
+
+
+class RankDivergentData(Rule):
+    """A random split that differs on every rank, feeding a prepared loader.
+
+    ## What it does
+    Flags `random_split(...)`, `train_test_split(...)` (scikit-learn) and a dataset's
+    `.train_test_split(...)` whose result is iterated through a prepared `DataLoader`, when the
+    draw is not the same on every rank: no `generator=` / `random_state=` / `seed=` and no
+    global seed set in the file (`set_seed(seed)`, `torch.manual_seed(seed)`: before it in the
+    same function, or anywhere in another), a seed set only with
+    `set_seed(seed, device_specific=True)`, or a seed computed from the rank.
+    Not flagged: a split with a fixed seed or generator; a split after a plain `set_seed(seed)`;
+    a split made under a rank guard or `main_process_first()` (one rank decides); a split whose
+    result reaches no prepared loader.
+
+    ## Why is this bad?
+    Every rank builds its own dataset before `prepare` shards it by index. With different
+    splits the shards overlap and leave gaps: some samples are never trained on, and held-out
+    samples train on other ranks, so validation scores are inflated. Nothing fails.
+
+    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al206_rank_divergent_data_bad.py`): the
+    two ranks held out different samples, and 12 of the held-out samples were trained on by
+    the other rank.
+
+    ## Example
+    ```python
+    train_set, val_set = random_split(dataset, [0.9, 0.1])
+    train_loader = accelerator.prepare(DataLoader(train_set, batch_size=32))
+    ```
+
+    ## Use instead
+    ```python
+    train_set, val_set = random_split(dataset, [0.9, 0.1], generator=torch.Generator().manual_seed(42))
+    train_loader = accelerator.prepare(DataLoader(train_set, batch_size=32))
+    ```
+    """
+
+    code = "AL206"
+    name = "rank-divergent-data"
+    severity = "warning"
+    summary = "a random split that differs on every rank feeds a prepared loader: shards overlap and leak"
+
+    VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, random_split
+        accelerator = Accelerator()
+        train_set, val_set = random_split(dataset, [0.9, 0.1], generator=torch.Generator().manual_seed(0))
+        loader = accelerator.prepare(DataLoader(train_set, batch_size=8))
+        """,
+        """\
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+        from torch.utils.data import DataLoader, random_split
+        accelerator = Accelerator()
+        set_seed(42)
+        train_set, val_set = random_split(dataset, [0.9, 0.1])
+        loader = accelerator.prepare(DataLoader(train_set, batch_size=8))
+        """,
+    ]
+    INVALID = [
+        """\
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, random_split
+        accelerator = Accelerator()
+        train_set, val_set = random_split(dataset, [0.9, 0.1])  # expect: AL206
+        loader = accelerator.prepare(DataLoader(train_set, batch_size=8))
+        """,
+        """\
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        set_seed(42, device_specific=True)
+        splits = raw.train_test_split(test_size=0.1)  # expect: AL206
+        loader = accelerator.prepare(DataLoader(splits["train"], batch_size=8))
+        """,
+    ]
+
+    def check(self, model: FileModel) -> Iterable[Finding]:
+        order = model.index.call_order
+        seeders = [c for c in model.index.calls if (model.index.imports.qualify_expr(c.func) or "") in _SEEDERS]
+        for call in model.index.calls:
+            keyword = _seed_keyword(model, call)
+            if keyword is None or model.rank_guard_of(call) is not None or _in_main_process_first(model, call):
+                continue
+            seed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+            if seed is not None:
+                if not any(model.ranks.is_rank_dependent(n) for n in model.index.loads_in(seed)) \
+                        and "process_index" not in model.code(seed):
+                    continue  # a fixed seed or generator
+                why = f"its `{keyword}=` is computed from the rank"
+            else:
+                # a seed earlier in the same function, or anywhere in another one (whether it runs
+                # first is not known: then it may have, and nothing is reported)
+                scope = model.scope_of(call)
+                earlier = [s for s in seeders if model.scope_of(s) is not scope or order.get(s, -1) < order[call]]
+                if any(not _device_specific(s) for s in earlier):
+                    continue  # the global generators may be seeded the same on every rank
+                why = (f"no `{keyword}=` is given and the seed is per device (`device_specific=True`)" if earlier
+                       else f"no `{keyword}=` is given and no seed is set before it, so each process draws its own")
+            loader = _prepared_loader_fed_by(model, call)
+            if loader is None:
+                continue
+            yield Finding(call, f"{quote(model.code(call.func) + '(...)')} splits differently on every rank: {why}; "
+                                f"`prepare` then shards different datasets, so samples are skipped and held-out ones "
+                                f"train on other ranks; pass a fixed `{keyword}=`",
+                          evidence=((loader, "the split reaches this prepared loader"),))
+
+
+def _seed_keyword(model: FileModel, call: cst.Call) -> str | None:
+    qualified = model.index.imports.qualify_expr(call.func) or ""
+    if qualified in _SPLIT_FUNCTIONS:
+        return _SPLIT_FUNCTIONS[qualified]
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SPLIT_METHODS \
+            and not qualified.startswith("sklearn"):
+        return _SPLIT_METHODS[call.func.attr.value]
+    return None
+
+
+def _device_specific(seeder: cst.Call) -> bool:
+    return any(a.keyword is not None and a.keyword.value == "device_specific" and isinstance(a.value, cst.Name)
+               and a.value.value == "True" for a in seeder.args)
+
+
+def _in_main_process_first(model: FileModel, call: cst.Call) -> bool:
+    return any(isinstance(p, cst.With) and any(
+        isinstance(i.item, cst.Call) and (dotted_name(i.item.func) or "").endswith("main_process_first")
+        for i in p.items) for p in model.ancestors(call))
+
+
+def _prepared_loader_fed_by(model: FileModel, split: cst.Call) -> cst.Call | None:
+    """A ``DataLoader(...)`` that ``prepare`` received, built from what the split's statement
+    bound (``train_set`` of ``train_set, val_set = random_split(...)``, or ``splits["train"]``)."""
+    statement = model.index.parents.get(split)
+    if not isinstance(statement, cst.Assign):
+        return None
+    bound = {dotted_name(e.value) for t in statement.targets
+             for e in (t.target.elements if isinstance(t.target, (cst.Tuple, cst.List)) else [cst.Element(t.target)])}
+    bound.discard(None)
+    scope = model.scope_of(split)
+    for call in model.calls_in(scope):
+        name = dotted_name(call.func) or ""
+        if not name.split(".")[-1].endswith("DataLoader") or not call.args or not model.was_prepared(call):
+            continue
+        data = call.args[0].value
+        if isinstance(data, cst.Subscript):
+            data = data.value
+        if dotted_name(data) in bound and model.index.call_order.get(call, -1) > model.index.call_order[split]:
+            return call
+    return None
