@@ -92,6 +92,16 @@ class PreprocessRace(Rule):
         with accelerator.main_process_first():
             stats = accelerator.gather(local_stats)  # expect: AL404
         """,
+        """\
+        from accelerate import Accelerator
+        from datasets import load_dataset
+        def main(model):
+            accelerator = Accelerator()
+            model = accelerator.prepare(model)
+            raw = load_dataset("imdb")
+            train = raw["train"]
+            train = train.map(tokenize, batched=True)  # expect: AL404
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
@@ -164,6 +174,8 @@ def _is_hf_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -
 
 
 def _made_by_datasets(model: FileModel, origin: cst.CSTNode, depth: int) -> bool:
+    if isinstance(origin, cst.Subscript):  # `train = raw["train"]`: a split of the same object
+        return _is_hf_dataset(model, origin, depth + 1)
     if not isinstance(origin, cst.Call):
         return False
     qualified = model.index.imports.qualify_expr(origin.func) or ""
