@@ -34,7 +34,7 @@ import libcst as cst
 from .config import Config
 from .diagnostics import Diagnostic, Notice
 from .engine import LintResult, lint_source
-from .model.moves import reads_bound_on_some_ranks
+from .model.moves import reads_before_binding, reads_bound_on_some_ranks
 from .rules.base import Fix
 
 MAX_ROUNDS = 10
@@ -238,7 +238,7 @@ class _Rounds:
     def _fixable(self, key: tuple, result: LintResult) -> bool:
         """A new finding that an applicable fix of the next round removes again (AL101's fix
         makes a manual loss division double scaling, which AL102's fix removes)."""
-        if key[0] == "unbound":
+        if key[0] in ("unbound", "before-binding"):
             return False
         return any((d.code, d.scope) == key and f.refusal is None and (f.applicability == "safe" or self.unsafe)
                    and _identity(d) not in self.rejected for d, f in result.fixes)
@@ -253,6 +253,8 @@ def _problems(result: LintResult) -> Counter:
     if result.model is not None:
         found.update({("unbound", scope, name): n
                       for (scope, name), n in reads_bound_on_some_ranks(result.model).items()})
+        found.update({("before-binding", scope, name): n
+                      for (scope, name), n in reads_before_binding(result.model).items()})
     return found
 
 
@@ -267,6 +269,8 @@ def _describe(problem: tuple) -> str:
     where = f" in `{problem[1]}`" if problem[1] else ""
     if problem[0] == "unbound":
         return f"it would leave `{problem[2]}` unbound{where} on the ranks the guard skips"
+    if problem[0] == "before-binding":
+        return f"it would read `{problem[2]}`{where} before it is bound (UnboundLocalError)"
     return f"it would introduce a new {problem[0]} finding{where}"
 
 

@@ -30,6 +30,7 @@ class WriteModel:
     path: int | str | None  # a position, "self" (the receiver), or None (unknown)
     path_keyword: str | None = None
     tolerant: tuple[str, ...] = ()
+    creates_directory: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class Library:
 
 
 def _write_model(row: dict) -> WriteModel:
-    return WriteModel(row.get("path"), row.get("path-keyword"), tuple(row.get("tolerant", ())))
+    return WriteModel(row.get("path"), row.get("path-keyword"), tuple(row.get("tolerant", ())),
+                      bool(row.get("creates-directory", False)))
 
 
 @lru_cache(maxsize=1)

@@ -213,3 +213,40 @@ def test_many_findings_sharing_one_dropped_fix_do_not_exhaust_the_rounds():
     assert "converge" not in messages, messages
     assert outcome.fixed == source
     assert messages.count("AL401 fix not applied: it would introduce a new AL302 finding") == 14
+
+
+def test_a_read_before_the_first_binding_is_a_problem_the_relint_rejects():
+    """What a fix must not add: `accelerator.print(...)` above `accelerator = Accelerator()` in the
+    same function raises UnboundLocalError; the same read after the binding, or in a loop that
+    binds the name on a later line (the next pass reads it), is fine."""
+    from accel_lint.engine import lint_source
+    from accel_lint.fixes import _describe, _introduced, _problems
+
+    def problems(body: str):
+        result = lint_source(textwrap.dedent(body).encode(), "x.py", Config(), want_fixes=True)
+        return _problems(result)
+
+    fine = problems("""\
+        from accelerate import Accelerator
+        def main(model):
+            accelerator = Accelerator()
+            accelerator.print("ready")
+            for step in range(3):
+                if step:
+                    print(last)
+                last = step
+    """)
+    broken = problems("""\
+        from accelerate import Accelerator
+        def main(model):
+            accelerator.print("starting")
+            accelerator = Accelerator()
+            accelerator.print("ready")
+            for step in range(3):
+                if step:
+                    print(last)
+                last = step
+    """)
+    added = _introduced(fine, broken)
+    assert added == [("before-binding", "main", "accelerator")]
+    assert "read `accelerator` in `main` before it is bound" in _describe(added[0])

@@ -23,11 +23,11 @@ BUGGY = """\
 import os
 import torch
 from accelerate import Accelerator
-
+from transformers import AutoModelForSequenceClassification
 accelerator = Accelerator()
-model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
-
-
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+model, optimizer, train_dl = accelerator.prepare(model, optimizer, torch.utils.data.DataLoader(train_ds, batch_size=8))
 def train():
     for epoch in range(3):
         for batch in train_dl:
@@ -321,9 +321,12 @@ def test_bad_baseline_file_is_a_clear_error(project):
 # -- suppressions ------------------------------------------------------------------------------
 
 MULTI = """\
+import torch
 from accelerate import Accelerator
+from transformers import AutoModelForSequenceClassification
 accelerator = Accelerator()
-model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+model, optimizer, dl = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), dl)
 for batch in dl:
     loss = model(**batch).loss
     loss.backward(

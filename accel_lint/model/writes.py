@@ -19,6 +19,7 @@ class Write:
     path: cst.BaseExpression | None
     # passed a keyword that makes it safe on every rank at once (`exist_ok=True`)
     tolerant: bool = False
+    creates_directory: bool = False  # the losers of the race raise FileExistsError
 
 
 def _mode_of(call: cst.Call) -> str | None:
@@ -32,6 +33,10 @@ def _mode_of(call: cst.Call) -> str | None:
 
 def _argument(call: cst.Call, position: int | str | None, keyword: str | None) -> cst.BaseExpression | None:
     if position == "self":
+        # `Path(d).mkdir()`: the receiver; `fs.mkdir(d)` (fsspec): the argument
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if positional:
+            return positional[0].value
         return call.func.value if isinstance(call.func, cst.Attribute) else None
     for arg in call.args:
         if keyword is not None and arg.keyword is not None and arg.keyword.value == keyword:
@@ -61,14 +66,15 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
     qual = imports.qualify(name) if name else None
     known = library.writes.get(qual) if qual else None
     if known is not None:
-        return Write(call, qual, _argument(call, known.path, known.path_keyword), _is_tolerant(call, known.tolerant))
+        return Write(call, qual, _argument(call, known.path, known.path_keyword), _is_tolerant(call, known.tolerant),
+                     known.creates_directory)
     if isinstance(call.func, cst.Attribute):
         method = call.func.attr.value
         owner = dotted_name(call.func.value) or ""
         known = library.write_methods.get(method)
         if known is not None:
             return Write(call, f"{owner or '...'}.{method}", _argument(call, known.path, known.path_keyword),
-                         _is_tolerant(call, known.tolerant))
+                         _is_tolerant(call, known.tolerant), known.creates_directory)
         if method == "save_pretrained" and origin_of is not None and _unguarded_saver(call.func.value, library, origin_of):
             return Write(call, f"{owner}.save_pretrained", first)
     return None

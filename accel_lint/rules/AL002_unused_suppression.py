@@ -56,7 +56,9 @@ class UnusedSuppression(Rule):
     INVALID = [
         """\
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         model = accelerator.prepare(model)
         loss = model(batch)
         accelerator.backward(loss)  # noqa: AL101  # expect: AL002

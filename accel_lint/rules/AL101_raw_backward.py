@@ -59,7 +59,13 @@ class RawBackward(Rule):
         # accelerator.backward, and a utility function that calls it
         """
 from accelerate import Accelerator
+import torch
+from torch.utils.data import DataLoader
+from transformers import AutoModelForSequenceClassification
 accelerator = Accelerator()
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+dl = DataLoader(dataset, batch_size=8)
 model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
 def step(loss):
     accelerator.backward(loss)

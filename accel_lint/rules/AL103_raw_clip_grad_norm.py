@@ -62,7 +62,10 @@ class RawClipGradNorm(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         model, optimizer = accelerator.prepare(model, optimizer)
         accelerator.clip_grad_norm_(model.parameters(), 1.0)
         torch.nn.utils.clip_grad_norm_(frozen_encoder.parameters(), 1.0)
@@ -75,7 +78,12 @@ class RawClipGradNorm(Rule):
         import torch
         from torch.nn.utils import clip_grad_value_
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator(mixed_precision="fp16")
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(dataset, batch_size=8)
         model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
         for batch in dl:
             accelerator.backward(model(**batch).loss)

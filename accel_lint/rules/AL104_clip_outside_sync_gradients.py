@@ -61,7 +61,13 @@ class ClipOutsideSyncGradients(Rule):
     VALID = [
         """\
         from accelerate import Accelerator
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator(gradient_accumulation_steps=4)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(dataset, batch_size=8)
         model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
         for batch in dl:
             with accelerator.accumulate(model):
@@ -72,7 +78,13 @@ class ClipOutsideSyncGradients(Rule):
         """,
         """\
         from accelerate import Accelerator
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(dataset, batch_size=8)
         model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
         for batch in dl:
             accelerator.backward(model(**batch).loss)
@@ -83,7 +95,13 @@ class ClipOutsideSyncGradients(Rule):
     INVALID = [
         """\
         from accelerate import Accelerator
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator(gradient_accumulation_steps=4)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(dataset, batch_size=8)
         model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
         for batch in dl:
             with accelerator.accumulate(model):
@@ -93,7 +111,13 @@ class ClipOutsideSyncGradients(Rule):
         """,
         """\
         from accelerate import Accelerator
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator(gradient_accumulation_steps=8)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(dataset, batch_size=8)
         model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
         for batch in dl:
             accelerator.backward(model(**batch).loss)

@@ -56,9 +56,13 @@ class UnpreparedDataloader(Rule):
     VALID = [
         """
 from accelerate import Accelerator
+import torch
+from transformers import AutoModelForSequenceClassification
 from torch.utils.data import DataLoader
 accelerator = Accelerator()
 train_dl = DataLoader(ds, batch_size=16, shuffle=True)
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
 for batch in train_dl:
     accelerator.backward(model(**batch).loss)
@@ -66,11 +70,15 @@ for batch in train_dl:
         # prepared inside a same-file helper
         """
 from accelerate import Accelerator
+import torch
+from transformers import AutoModelForSequenceClassification
 from torch.utils.data import DataLoader
 accelerator = Accelerator()
 def build():
     return accelerator.prepare(DataLoader(ds, shuffle=True))
 train_dl = build()
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model, optimizer = accelerator.prepare(model, optimizer)
 for batch in train_dl:
     accelerator.backward(model(**batch).loss)
@@ -78,9 +86,13 @@ for batch in train_dl:
         # a DistributedSampler already shards the data
         """
 from accelerate import Accelerator
+import torch
+from transformers import AutoModelForSequenceClassification
 from torch.utils.data import DataLoader, DistributedSampler
 accelerator = Accelerator()
 train_dl = DataLoader(ds, sampler=DistributedSampler(ds))
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model, optimizer = accelerator.prepare(model, optimizer)
 for batch in train_dl:
     accelerator.backward(model(**batch).loss)
@@ -104,9 +116,13 @@ for batch in train_dl:
     INVALID = [
         """
 from accelerate import Accelerator
+import torch
+from transformers import AutoModelForSequenceClassification
 from torch.utils.data import DataLoader
 accelerator = Accelerator()
 train_dl = DataLoader(ds, batch_size=16, shuffle=True)
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 model, optimizer = accelerator.prepare(model, optimizer)
 for step, batch in enumerate(train_dl):  # expect: AL201
     accelerator.backward(model(**batch).loss)

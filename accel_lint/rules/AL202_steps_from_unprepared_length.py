@@ -60,9 +60,14 @@ class StepsFromUnpreparedLength(Rule):
     VALID = [
         """\
         import math
+        import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
-        train_dl = build_loader(dataset)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        train_dl = DataLoader(dataset, batch_size=16, shuffle=True)
         overrode = False
         steps_per_epoch = math.ceil(len(train_dl) / ga)
         if max_steps is None:
@@ -78,19 +83,28 @@ class StepsFromUnpreparedLength(Rule):
         """,
         """\
         import math
+        import torch
         from accelerate import Accelerator
-        from transformers import get_scheduler
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification, get_scheduler
         accelerator = Accelerator()
-        train_dl = build_loader(dataset)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        train_dl = DataLoader(dataset, batch_size=16, shuffle=True)
         per_rank = math.ceil(len(train_dl) / accelerator.num_processes)
         total = epochs * per_rank * accelerator.num_processes
         scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=total)
         model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
         """,
         """\
+        import torch
         from accelerate import Accelerator
-        from transformers import get_scheduler
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification, get_scheduler
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        train_dl = DataLoader(dataset, batch_size=16, shuffle=True)
         steps = len(train_dl) * epochs
         scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=steps)
         model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
@@ -101,10 +115,14 @@ class StepsFromUnpreparedLength(Rule):
     ]
     INVALID = [
         """\
+        import torch
         from accelerate import Accelerator
         from torch.utils.data import DataLoader
         from tqdm import tqdm
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         train_dl = DataLoader(dataset, batch_size=8)
         steps_per_epoch = len(train_dl)
         max_steps = steps_per_epoch * epochs
@@ -115,10 +133,13 @@ class StepsFromUnpreparedLength(Rule):
                 break
         """,
         """\
+        import torch
         from accelerate import Accelerator
         from torch.utils.data import DataLoader
-        from transformers import get_scheduler
+        from transformers import AutoModelForSequenceClassification, get_scheduler
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         train_dl = DataLoader(dataset, batch_size=16, shuffle=True)
         max_steps = epochs * len(train_dl)
         scheduler = get_scheduler(

@@ -63,7 +63,13 @@ class GatherNotForMetrics(Rule):
     VALID = [
         """\
         from accelerate import Accelerator
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        train_dl = DataLoader(dataset, batch_size=8)
         model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
         for batch in train_dl:
             loss = model(**batch).loss
@@ -73,7 +79,11 @@ class GatherNotForMetrics(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        eval_dl = DataLoader(dataset, batch_size=8)
         model, eval_dl = accelerator.prepare(model, eval_dl)
         samples_seen = 0
         for step, batch in enumerate(eval_dl):

@@ -48,7 +48,9 @@ class GatherVariableShape(Rule):
     VALID = [
         """\
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         model = accelerator.prepare(model)
         tokens = accelerator.unwrap_model(model).generate(**batch)
         tokens = accelerator.pad_across_processes(tokens, dim=1, pad_index=0)
@@ -58,7 +60,9 @@ class GatherVariableShape(Rule):
     INVALID = [
         """\
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         model = accelerator.prepare(model)
         tokens = accelerator.unwrap_model(model).generate(**batch)
         gathered = accelerator.gather_for_metrics(tokens)  # expect: AL204

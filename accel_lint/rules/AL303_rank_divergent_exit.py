@@ -69,7 +69,13 @@ class RankDivergentExit(Rule):
     VALID = [
         """\
         from accelerate import Accelerator
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(dataset, batch_size=8)
         model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
         completed_steps = 0
         for batch in dl:

@@ -52,7 +52,9 @@ class RankGatedForward(Rule):
     VALID = [
         """\
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         model = accelerator.prepare(model)
         outputs = model(**batch)
         if accelerator.is_main_process:

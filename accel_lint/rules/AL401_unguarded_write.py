@@ -171,6 +171,14 @@ if accelerator.is_main_process or accelerator.distributed_type == DistributedTyp
                     evidence=tuple(model.guard_evidence(guard)),
                 )
                 continue
+            if write.creates_directory:
+                yield Finding(
+                    call,
+                    f"`{write.what}` creates {path} on every rank at once{via}: where it does not exist yet the "
+                    f"ranks race, and the ones that lose raise `FileExistsError` (an `exists()` check before it does "
+                    f"not help); pass `exist_ok=True`",
+                )
+                continue
             yield Finding(
                 call,
                 f"`{write.what}` writes {path} on every rank at once{via}, which corrupts or races on a shared "

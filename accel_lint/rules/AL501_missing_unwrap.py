@@ -107,7 +107,9 @@ class MissingUnwrap(Rule):
     VALID = [
         """\
         from accelerate import Accelerator, DistributedType
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         model = accelerator.prepare(model)
         if hasattr(model, "module"):
             model.module.config.total_step = 10
@@ -118,7 +120,9 @@ class MissingUnwrap(Rule):
         """,
         """
 from accelerate import Accelerator
+from transformers import AutoModelForSequenceClassification
 accelerator = Accelerator()
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
 model = accelerator.prepare(model)
 model.train()
 out = model(**batch)
@@ -130,7 +134,9 @@ if accelerator.distributed_type == "MULTI_GPU":
         # preparing under a new name leaves the old name unwrapped
         """
 from accelerate import Accelerator
+from transformers import AutoModelForSequenceClassification
 accelerator = Accelerator()
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
 ddp_model = accelerator.prepare(model)
 model.save_pretrained("out")
 """,

@@ -53,7 +53,9 @@ class RankLocalRebind(Rule):
     VALID = [
         """\
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         model = accelerator.prepare(model)
         if accelerator.is_main_process:
             unwrapped = accelerator.unwrap_model(model)
