@@ -124,8 +124,9 @@ CASES = {
     # A wrapper test picks the right object in each branch.
     "wrapper_chosen_per_branch": ("""
         from accelerate import Accelerator, DistributedType
+        from transformers import AutoModelForCausalLM
         acc = Accelerator()
-        net = acc.prepare(net)
+        net = acc.prepare(AutoModelForCausalLM.from_pretrained("tiny"))
         if hasattr(net, "module"):
             net.module.head.scale = 2.0
         else:
@@ -141,8 +142,9 @@ CASES = {
     "wrapper_flags": ("""
         from accelerate import Accelerator
         from torch.nn.parallel import DistributedDataParallel
+        from transformers import AutoModelForCausalLM
         acc = Accelerator()
-        net = acc.prepare(net)
+        net = acc.prepare(AutoModelForCausalLM.from_pretrained("tiny"))
         is_ddp = isinstance(net, DistributedDataParallel)
         single = acc.num_processes == 1
         inner = net.module if is_ddp else net
@@ -164,8 +166,11 @@ CASES = {
     "skip_on_nan_gradient_norm": ("""
         import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
         acc = Accelerator()
-        net, opt, loader = acc.prepare(net, opt, loader)
+        net = torch.nn.Linear(16, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        net, opt, loader = acc.prepare(net, opt, DataLoader(ds, batch_size=8))
         for batch in loader:
             acc.backward(net(batch).mean())
             if acc.sync_gradients:
@@ -236,9 +241,12 @@ CASES = {
     # A prepared model unwrapped under the main-process guard and read afterwards only under a
     # guard that implies it, or as another object's attribute: every reader sees one object.
     "rebind_read_only_where_it_happened": ("""
+        import torch
         from accelerate import Accelerator
+        from diffusers import UNet2DConditionModel
         acc = Accelerator()
-        unet, opt = acc.prepare(unet, opt)
+        unet = UNet2DConditionModel.from_pretrained(args.model, subfolder="unet")
+        unet, opt = acc.prepare(unet, torch.optim.AdamW(unet.parameters(), lr=1e-5))
         is_main = acc.is_main_process
         if is_main:
             unet = acc.unwrap_model(unet)
@@ -417,10 +425,13 @@ CASES = {
     """, [(21, "AL501")]),
     # DeepSpeed's engine API inside the branch that tests for DeepSpeed.
     "deepspeed_engine_api_under_a_deepspeed_test": ("""
+        import torch
         from accelerate import Accelerator, DistributedType
+        from transformers import AutoModelForCausalLM
 
         acc = Accelerator()
-        net, opt = acc.prepare(net, opt)
+        net = AutoModelForCausalLM.from_pretrained("tiny")
+        net, opt = acc.prepare(net, torch.optim.AdamW(net.parameters(), lr=1e-4))
         for batch in loader:
             acc.backward(net(batch).loss)
             if acc.sync_gradients and acc.distributed_type == DistributedType.DEEPSPEED:
@@ -557,10 +568,13 @@ CASES = {
     # An EMA wrapper from ema_pytorch averages into a copy that needs no grad: prepare() wraps
     # nothing, so its own methods and state_dict() are fine.
     "ema_pytorch_copy_prepared_with_the_model": ("""
+        import torch
         from accelerate import Accelerator
         from ema_pytorch import EMA
 
         acc = Accelerator()
+        net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
+        opt = torch.optim.Adam(net.parameters(), lr=3e-4)
         ema_model = EMA(net, beta=0.999)
         ema_model, net, opt = acc.prepare(ema_model, net, opt)
         if ema_model.initted:
@@ -603,10 +617,15 @@ CASES = {
     """, []),
     # The clip runs under a flag computed from sync_gradients.
     "clip_under_a_flag_derived_from_sync_gradients": ("""
+        import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForCausalLM
 
         acc = Accelerator(gradient_accumulation_steps=4)
-        net, opt, loader = acc.prepare(net, opt, loader)
+        net = AutoModelForCausalLM.from_pretrained("tiny")
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        net, opt, loader = acc.prepare(net, opt, DataLoader(ds, batch_size=8))
         for batch in loader:
             with acc.accumulate(net):
                 acc.backward(net(batch).loss)

@@ -103,8 +103,9 @@ def one(report: Report, d: Diagnostic, encoding: str) -> types.Diagnostic:
             location=types.Location(uri=doc.cell_uri(cell), range=line_range(cited_lines, line, encoding)),
             message=_excerpt(cited_lines[line - 1])))
     own_lines = doc.lines(d.cell)
-    for line, fact in d.evidence:  # the facts the finding rests on (--show-evidence)
-        if 1 <= line <= len(own_lines):
+    cited = set(_cited(d))
+    for line, fact in d.evidence:  # the facts the finding rests on, where the message cites no line there
+        if 1 <= line <= len(own_lines) and (d.cell, line) not in cited:
             related.append(types.DiagnosticRelatedInformation(
                 location=types.Location(uri=doc.cell_uri(d.cell), range=line_range(own_lines, line, encoding)),
                 message=fact))

@@ -408,9 +408,10 @@ class ObjectTracker:
             merged = vals[0]
             for v in vals[1:]:
                 merged = merge(merged, v)
-            # an unprepared loader travels too: a helper that iterates what every caller
-            # passes it iterates an unsharded loader
-            if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind == "loader"):
+            # an object of a known kind travels too, prepared or not: a helper that iterates
+            # what every caller passes it iterates an unsharded loader, one that prepares the
+            # model it is given prepares a model
+            if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind in WRAPPED_KINDS):
                 params[name] = merged
         return params
 
@@ -506,6 +507,10 @@ class ObjectTracker:
                     env[name] = Value(kind=ANNOTATED_KINDS[ann.split(".")[-1]], origin=param)  # `model: nn.Module`
                 elif self.module_evidence(param.name, scope) is not None:
                     env[name] = Value(kind="model", origin=param)  # used as a module in the body
+                else:
+                    self._read(("env", self.index.module, name))
+                    if name in self.final_envs.get(self.index.module, {}):
+                        env[name] = Value(origin=param)  # unknown, and it shadows the global of that name
             info = self.index.functions[scope]
             if info.class_name is not None:
                 self._defer_prepared_attrs(scope, info.class_name, env)
@@ -569,8 +574,8 @@ class ObjectTracker:
             return self._dict_value(expr, env)
         if isinstance(expr, cst.Tuple) and expr.elements and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
             items = tuple(self.value_of(e.value, env) for e in expr.elements)
-            if any(v is not None and (v.is_acc or v.prepared != NO) for v in items):
-                return Value(origin=expr, elements=items)
+            if any(v is not None and (v.is_acc or v.prepared != NO or v.kind in WRAPPED_KINDS) for v in items):
+                return Value(origin=expr, elements=items)  # `return train_dl, eval_dl`
             return None
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             element = expr.value if isinstance(expr, cst.DictComp) else expr.elt

@@ -74,7 +74,11 @@ class DoubleWrap(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
+        def build_model():
+            return AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         accelerator = Accelerator()
+        model = build_model()
         if args.use_accelerate:
             model = accelerator.prepare(model)
         else:
@@ -88,7 +92,10 @@ class DoubleWrap(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         model = torch.nn.DataParallel(model)  # expect: AL503
         model, optimizer = accelerator.prepare(model, optimizer)
         for fold in range(5):

@@ -62,7 +62,10 @@ class DeviceMoveOnPrepared(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from diffusers import AutoencoderKL, UNet2DConditionModel
         accelerator = Accelerator()
+        model = UNet2DConditionModel.from_pretrained("runwayml/stable-diffusion-v1-5", subfolder="unet")
+        vae = AutoencoderKL.from_pretrained("runwayml/stable-diffusion-v1-5", subfolder="vae")
         model = model.to(accelerator.device)
         model = accelerator.prepare(model)
         vae.to(accelerator.device, dtype=torch.float16)

@@ -123,8 +123,9 @@ class TrainOnUnwrapped(Rule):
             if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
                 continue
             name = dotted_name(assign.targets[0].target)
-            if name is None or name != dotted_name(call.args[0].value) or model.rank_guard_of(assign) is not None:
-                continue
+            if name is None or name != dotted_name(call.args[0].value) or model.rank_guard_of(assign) is not None \
+                    or model.under_rank_condition(assign):
+                continue  # under a rank guard: AL502
             held = model.value_at(call.args[0].value)
             # MAYBE: in a loop, the next pass holds what this rebinding made
             if held is None or held.kind != "model" or held.prepared not in (YES, MAYBE) or held.not_wrapped:
