@@ -15,11 +15,11 @@ import pytest
 from conftest import REPO
 
 BAD = """\
+import torch
 from accelerate import Accelerator
-accelerator = Accelerator()
-model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
-for batch in dl:
-    loss = model(**batch).loss
+accelerator = Accelerator(); model = torch.nn.Linear(4, 1)
+model, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+for loss in [model(x).sum() for x in torch.ones(8, 4)]:
     loss.backward()
     optimizer.step()
 """
