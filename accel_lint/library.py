@@ -40,6 +40,7 @@ class Library:
     writes: dict[str, WriteModel] = field(default_factory=dict)
     write_methods: dict[str, WriteModel] = field(default_factory=dict)
     unguarded_saver_suffixes: tuple[str, ...] = ()
+    unguarded_model_attributes: tuple[str, ...] = ()  # `model.generation_config.save_pretrained(...)`
     rank_unique_sources: frozenset[str] = frozenset()
     rank_predicates: dict[str, str] = field(default_factory=dict)  # qualified name -> "main" | "local_main"
     collectives: dict[str, str] = field(default_factory=dict)  # qualified name -> op kind
@@ -56,6 +57,7 @@ class Library:
             writes=writes,
             write_methods=self.write_methods,
             unguarded_saver_suffixes=self.unguarded_saver_suffixes,
+            unguarded_model_attributes=self.unguarded_model_attributes,
             rank_unique_sources=self.rank_unique_sources | frozenset(rows.get("extend-rank-unique-sources", ())),
             rank_predicates={**self.rank_predicates, **dict(rows.get("extend-rank-predicates", ()))},
             collectives={**self.collectives, **dict(rows.get("extend-collectives", ()))},
@@ -75,6 +77,7 @@ def default_library() -> Library:
         writes={name: _write_model(row) for name, row in data.get("writes", {}).items()},
         write_methods={name: _write_model(row) for name, row in data.get("write-methods", {}).items()},
         unguarded_saver_suffixes=tuple(data.get("unguarded-savers", {}).get("class-suffixes", ())),
+        unguarded_model_attributes=tuple(data.get("unguarded-savers", {}).get("model-attributes", ())),
         rank_unique_sources=frozenset(data.get("rank-unique-sources", {}).get("calls", ())),
         rank_predicates=dict(data.get("rank-predicates", {})),
         collectives=dict(data.get("collectives", {})),

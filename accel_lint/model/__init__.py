@@ -825,9 +825,10 @@ class FileModel:
         return {self.index.scope_of(n) for n, v in self.objects.values.items() if v.is_acc}
 
     # -- I/O ----------------------------------------------------------------------------------
-    def _origin_of(self, expr: cst.BaseExpression) -> cst.CSTNode | None:
+    def _origins_of(self, expr: cst.BaseExpression) -> tuple[frozenset, str | None]:
+        """Every call that may have made the object ``expr`` holds, and its kind."""
         value = self.value_at(expr)
-        return value.origin if value is not None else None
+        return (value.origins(), value.kind) if value is not None else (frozenset(), None)
 
     def made_by_rank_unique_source(self, expr: cst.BaseExpression) -> bool:
         """``expr`` calls something whose result differs on every rank (``uuid4()``,
@@ -842,7 +843,7 @@ class FileModel:
     def writes(self) -> list[Write]:
         out = []
         for call in self.index.calls:
-            w = classify_write(call, self.index.imports, self.library, self._origin_of)
+            w = classify_write(call, self.index.imports, self.library, self._origins_of)
             if w is not None:
                 out.append(w)
         return out

@@ -52,10 +52,13 @@ def _is_tolerant(call: cst.Call, keywords: tuple[str, ...]) -> bool:
                and arg.value.value == "True" for arg in call.args)
 
 
+OriginsOf = Callable[[cst.BaseExpression], "tuple[frozenset, str | None]"]
+
+
 def classify_write(call: cst.Call, imports: ImportMap, library: Library,
-                   origin_of: Callable[[cst.BaseExpression], cst.CSTNode | None] | None = None) -> Write | None:
+                   origins_of: OriginsOf | None = None) -> Write | None:
     """``Write`` when ``call`` mutates the file system (by the library table), else ``None``.
-    ``origin_of(expr)``: the call that made the object ``expr`` holds, when the model knows it."""
+    ``origins_of(expr)``: the calls that may have made the object ``expr`` holds, and its kind."""
     name = dotted_name(call.func)
     first = call.args[0].value if call.args else None
     if name == "open" or (name and imports.qualify(name) in ("io.open", "builtins.open")):
@@ -75,16 +78,23 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
         if known is not None:
             return Write(call, f"{owner or '...'}.{method}", _argument(call, known.path, known.path_keyword),
                          _is_tolerant(call, known.tolerant), known.creates_directory)
-        if method == "save_pretrained" and origin_of is not None and _unguarded_saver(call.func.value, library, origin_of):
+        if method == "save_pretrained" and origins_of is not None and _unguarded_saver(call.func.value, library, origins_of):
             return Write(call, f"{owner}.save_pretrained", first)
     return None
 
 
-def _unguarded_saver(owner: cst.BaseExpression, library: Library,
-                     origin_of: Callable[[cst.BaseExpression], cst.CSTNode | None]) -> bool:
+def _unguarded_saver(owner: cst.BaseExpression, library: Library, origins_of: OriginsOf) -> bool:
     """The object was made by a library class whose ``save_pretrained`` takes no
-    ``is_main_process`` (a tokenizer, a processor, a config): ``AutoTokenizer.from_pretrained``."""
-    origin = origin_of(owner)
+    ``is_main_process`` (a tokenizer, a processor, a config: ``AutoTokenizer.from_pretrained``,
+    on every path), or is such an attribute of a model (``model.generation_config``)."""
+    if isinstance(owner, cst.Attribute) and owner.attr.value in library.unguarded_model_attributes \
+            and origins_of(owner.value)[1] == "model":
+        return True
+    origins, _ = origins_of(owner)
+    return bool(origins) and all(_made_by_saver_class(origin, library) for origin in origins)
+
+
+def _made_by_saver_class(origin: cst.CSTNode, library: Library) -> bool:
     if not isinstance(origin, cst.Call):
         return False
     made_by = dotted_name(origin.func) or ""
