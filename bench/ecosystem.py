@@ -112,6 +112,14 @@ GIT_CORPORA = {
     "alpaca-farm": ("tatsu-lab/alpaca_farm", "30717ddae735365de756ee2085191b491a71788d", None),
     "pi-zero-pytorch": ("lucidrains/pi-zero-pytorch", "42e1d7f2a915e205f3002bd7d860f638ecffd5c2", None),
     "smollm": ("huggingface/smollm", "a041759883ec7152d18fb985ea49be641a0bceef", None),
+    # batch 7 (2026-11-27): first contact recorded at c3525dd, after the library table and evidence
+    "med-seg-diff-pytorch": ("lucidrains/med-seg-diff-pytorch", "618e6a48b63e4886129199af8e3e02ff008cbc8e", None),
+    "self-rewarding-lm-pytorch": ("lucidrains/self-rewarding-lm-pytorch", "ebeca908cb355dff7ffbdbff54a200e3abdf47ab", None),
+    "gigagan-pytorch": ("lucidrains/gigagan-pytorch", "0806433f1e8eadbe888162b5c5a5ab625ce4e0a5", None),
+    "videox-fun": ("aigc-apps/VideoX-Fun", "804a4258e2608f855ccaec8fffa279e75a3b89c6", None),
+    "champ": ("fudan-generative-vision/champ", "02e5533dcb7027622943d011e7c6ebbe4e1536ab", None),
+    "instantir": ("instantX-research/InstantIR", "183ccf559446f472e4a10a276f0ecf908df4adb7", None),
+    "spear-tts-pytorch": ("lucidrains/spear-tts-pytorch", "0e6a63807f3b64f0e41ddc76fe2676fb93231f0f", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
