@@ -604,6 +604,53 @@ CASES = {
         net = accelerator.prepare(net)
         accelerator.save_state("ckpt")
     """, []),
+    # The step counts recomputed after prepare() under the flag set with them stay correlated with
+    # it however many other True/False flags the script branches on (more paths than the walk
+    # keeps): only the scheduler horizon, variant B2, is reported, not the loop bound or exit.
+    "recomputed_steps_among_many_flags": ("""
+        import math
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import get_scheduler
+
+        def main(args, model, optimizer, dataset):
+            accelerator = Accelerator()
+            use_a = False
+            if args.a:
+                use_a = True
+            use_b = False
+            if args.b:
+                use_b = True
+            use_c = False
+            if args.c:
+                use_c = True
+            loader = DataLoader(dataset, batch_size=4)
+            overrode = False
+            per_epoch = math.ceil(len(loader) / args.accum)
+            if args.max_train_steps is None:
+                args.max_train_steps = args.epochs * per_epoch
+                overrode = True
+            scheduler = get_scheduler("cosine", optimizer=optimizer,
+                                      num_training_steps=args.max_train_steps * accelerator.num_processes)
+            model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+            if use_a:
+                print("a")
+            if use_b:
+                print("b")
+            if use_c:
+                print("c")
+            per_epoch = math.ceil(len(loader) / args.accum)
+            if overrode:
+                args.max_train_steps = args.epochs * per_epoch
+            args.epochs = math.ceil(args.max_train_steps / per_epoch)
+            step = 0
+            for epoch in range(args.epochs):
+                for batch in loader:
+                    accelerator.backward(model(batch).loss)
+                    step += 1
+                    if step >= args.max_train_steps:
+                        break
+    """, [(24, "AL202")]),
     # torch.save into an in-memory buffer writes no file.
     "torch_save_into_a_bytes_buffer": ("""
         from io import BytesIO

@@ -260,6 +260,12 @@ class FileModel:
         names = self.accelerators_visible_in(scope)
         return next(iter(names)) if len(names) == 1 else None
 
+    def loop_trains(self, loop: cst.For | cst.While) -> bool:
+        """The loop runs a backward pass (``accelerator.backward(loss)`` or ``loss.backward()``):
+        a training loop, whatever else it does."""
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"
+                   for c in self.calls_in(loop.body))
+
     def enclosing_loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
         """The innermost ``for``/``while`` around ``node`` in the same function."""
         for parent in self.index.ancestors(node):

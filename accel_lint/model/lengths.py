@@ -91,12 +91,41 @@ def _merge(paths: list[_Path]) -> list[_Path]:
             _join_into(into.env, path.env)
     merged = list(by_flags.values())
     if len(merged) > _MAX_PATHS:
+        merged = _forget_uninformative_flags(merged)
+    if len(merged) > _MAX_PATHS:
         one = merged[0].copy()
         one.flags = {}
         for path in merged[1:]:
             _join_into(one.env, path.env)
         merged = [one]
     return merged
+
+
+def _counts(path: _Path) -> dict:
+    """The step counts a path holds (a name bound to no count holds nothing to tell apart)."""
+    return {key: value for key, value in path.env.items() if value}
+
+
+def _forget_uninformative_flags(paths: list[_Path]) -> list[_Path]:
+    """Past the bound, first forget the flags that tell no step counts apart (paths that differ
+    only in such a flag hold the same counts), so that a flag that does (``overrode_max_train_steps``)
+    stays correlated with what was assigned with it however many other flags a script has."""
+    flags = sorted({name for path in paths for name in path.flags})
+    for name in flags:
+        groups: dict[tuple, list[_Path]] = {}
+        for path in paths:
+            key = tuple(sorted((k, v) for k, v in path.flags.items() if k != name))
+            groups.setdefault(key, []).append(path)
+        if all(all(_counts(p) == _counts(group[0]) for p in group[1:]) for group in groups.values()):
+            out = []
+            for key, group in groups.items():
+                one = group[0].copy()
+                one.flags.pop(name, None)
+                out.append(one)
+            paths = out
+        if len(paths) <= _MAX_PATHS:
+            break
+    return paths
 
 
 @dataclass

@@ -185,18 +185,13 @@ def _no_grad_block(model: FileModel, node: cst.CSTNode) -> bool:
         for i in node.items)
 
 
-def _trains(model: FileModel, loop: cst.For) -> bool:
-    """The loop runs a backward pass: it is a training loop, whatever else it does."""
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in model.calls_in(loop.body))
-
-
 def _is_eval_context(model: FileModel, loop: cst.For) -> bool:
     """A loop over a prepared loader that evaluates: it runs under ``no_grad`` / ``inference_mode``,
     or it does no backward pass and puts its forward under ``no_grad`` or its prepared model in
     ``eval()`` mode. A ``no_grad`` block inside a training loop (a logging step) is not one."""
     if any(_no_grad_block(model, node) for node in (loop, *model.ancestors(loop))):
         return True
-    if _trains(model, loop):
+    if model.loop_trains(loop):
         return False
     if any(_no_grad_block(model, inner) for inner in model.index.walk(loop.body)):
         return True

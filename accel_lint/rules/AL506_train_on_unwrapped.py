@@ -142,11 +142,6 @@ class TrainOnUnwrapped(Rule):
                                          + [(forward, "trained here after the rebinding")]))
 
 
-def _trains(model: FileModel, loop: cst.CSTNode) -> bool:
-    body = loop.body
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in model.calls_in(body))
-
-
 def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call | None:
     """A forward ``name(...)`` (or a call given ``name``) in a training loop that runs after ``assign``: later in the
     function, or anywhere in a loop that encloses ``assign`` (its next pass), unless the name is
@@ -169,7 +164,7 @@ def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call 
         if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name and node is not assign.targets[0]:
             return None  # rebound on every path that follows: the name no longer holds the bare module
         if isinstance(node, cst.Call) and any(dotted_name(e) == name for e in (node.func, *(a.value for a in node.args))) \
-                and any(isinstance(p, (cst.For, cst.While)) and _trains(model, p) for p in model.ancestors(node)):
+                and any(isinstance(p, (cst.For, cst.While)) and model.loop_trains(p) for p in model.ancestors(node)):
             return node  # `model(batch)` or `loss_of(model, batch)` in a loop that runs a backward pass
     return None
 
