@@ -635,6 +635,22 @@ class FileModel:
                 if any(n and n.rsplit(".", 1)[-1] in self._WRAPPER_CLASSES for n in names):
                     return True
             return None
+        if type(test) is cst.Comparison and len(test.comparisons) == 1 and name is not None:
+            # `type(m).__name__ == "DeepSpeedEngine"` (or `m.__class__.__name__`): the wrapper's class
+            left, target = test.left, test.comparisons[0]
+            subject = None
+            if type(left) is cst.Attribute and left.attr.value == "__name__":
+                inner = left.value
+                if type(inner) is cst.Call and dotted_name(inner.func) == "type" and len(inner.args) == 1:
+                    subject = dotted_name(inner.args[0].value)
+                elif type(inner) is cst.Attribute and inner.attr.value == "__class__":
+                    subject = dotted_name(inner.value)
+            if subject == name and type(target.comparator) is cst.SimpleString \
+                    and target.comparator.evaluated_value in self._WRAPPER_CLASSES:
+                if type(target.operator) is cst.Equal:
+                    return True
+                if type(target.operator) is cst.NotEqual:
+                    return False
         if type(test) is cst.Comparison and len(test.comparisons) == 1:
             left, target = test.left, test.comparisons[0]
             operator = type(target.operator)

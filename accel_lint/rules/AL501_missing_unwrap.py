@@ -17,7 +17,10 @@ _WRAPPER_API = frozenset({"_set_static_graph", "_get_ddp_logging_data", "reducer
                           "get_global_grad_norm", "save_checkpoint", "load_checkpoint", "zero_optimization_stage",
                           "is_gradient_accumulation_boundary", "set_gradient_accumulation_boundary",
                           "global_steps", "global_samples", "get_lr", "train_micro_batch_size_per_gpu",
-                          "empty_partition_cache", "optimizer", "lr_scheduler"})
+                          "empty_partition_cache", "optimizer", "lr_scheduler",
+                          # the engine's own DeepSpeed configuration, read where the code tested
+                          # for the engine (`type(m).__name__ == "DeepSpeedEngine"`) to keep it
+                          "config"})
 _MODULE_API = frozenset({
     "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
     "named_children", "modules", "named_modules", "zero_grad", "requires_grad_", "to", "cpu", "cuda",
@@ -140,6 +143,19 @@ model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
 ddp_model = accelerator.prepare(model)
 model.save_pretrained("out")
 """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 4)
+        net = accelerator.prepare(net)
+        def validate(net):
+            is_engine = type(net).__name__ == "DeepSpeedEngine"
+            if is_engine:
+                saved = net.config  # the engine's own configuration, kept on purpose
+                net.config = accelerator.unwrap_model(net).config
+        validate(net)
+        """,
     ]
     INVALID = [
         """
