@@ -651,6 +651,40 @@ CASES = {
                     if step >= args.max_train_steps:
                         break
     """, [(24, "AL202")]),
+    # A helper that draws an index on each rank and broadcasts rank 0's in place (under the usual
+    # `if dist.is_initialized():`) returns the same value everywhere: an exit on it is not
+    # rank-local; the same helper without the broadcast is.
+    "index_broadcast_in_place_by_a_helper": ("""
+        import torch
+        import torch.distributed as dist
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def shared_index(steps, device):
+            picked = torch.randint(0, steps, (1,), device=device)
+            if dist.is_initialized():
+                dist.broadcast(picked, src=0)
+            return picked.tolist()
+
+        def own_index(steps, device):
+            return torch.randint(0, steps, (1,), device=device).tolist()
+
+        def train(model, optimizer, dataset, steps):
+            accelerator = Accelerator()
+            loader = DataLoader(dataset, batch_size=4)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                last = shared_index(steps, batch.device)[0]
+                for i in range(steps):
+                    accelerator.backward(model(batch).sum())
+                    if i == last:
+                        break
+                mine = own_index(steps, batch.device)[0]
+                for i in range(steps):
+                    accelerator.backward(model(batch).sum())
+                    if i == mine:
+                        break
+    """, [(29, "AL303")]),
     # torch.save into an in-memory buffer writes no file.
     "torch_save_into_a_bytes_buffer": ("""
         from io import BytesIO

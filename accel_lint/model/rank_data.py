@@ -29,6 +29,10 @@ from .names import bound_names, dotted_name
 # So is the file system: on the shared file systems training jobs use, every rank lists the same
 # checkpoint folder (the resume logic of every training script would otherwise look divergent).
 _CLOCK = ("time.time", "time.perf_counter", "time.monotonic")
+# collectives that overwrite their first argument with what every rank agrees on
+_IN_PLACE = frozenset({"torch.distributed.broadcast", "torch.distributed.all_reduce",
+                       "torch.distributed.broadcast_object_list"})
+_INITIALIZED = frozenset({"torch.distributed.is_initialized"})
 
 
 class RankData:
@@ -40,6 +44,9 @@ class RankData:
         self._is_uniform_result = is_uniform_result
         self.at: dict[cst.CSTNode, bool] = {}
         self._final: dict[ScopeNode, set[str]] = {}
+        self._recording = True
+        self._returns: list[bool] | None = None  # what a summary walk's returns evaluate to
+        self._uniform_returns: dict[cst.FunctionDef, bool] = {}
         self._scope: ScopeNode = index.module
         for scope in [index.module, *index.functions]:
             self._scope = scope
@@ -65,6 +72,9 @@ class RankData:
         if kind is cst.Call:
             if self._is_uniform_result(expr):
                 return False
+            target = self.index.resolve_call(expr)
+            if target is not None and self._returns_uniform(target):
+                return False  # a helper whose result every rank agrees on, whatever it is given
             if self._is_source(expr):
                 return True
             parts = [expr.func.value] if type(expr.func) is cst.Attribute else []
@@ -88,6 +98,24 @@ class RankData:
         qualified = self.index.imports.qualify_expr(func) or dotted_name(func) or ""
         return qualified.startswith(_CLOCK)
 
+    def _returns_uniform(self, fn: cst.FunctionDef) -> bool:
+        """Whether what ``fn`` returns is the same on every rank even when every argument
+        differs (it broadcasts the value it returns): a walk of its body with every parameter
+        varying, recording nothing."""
+        if fn in self._uniform_returns:
+            return self._uniform_returns[fn]
+        self._uniform_returns[fn] = False  # recursion: not known
+        saved = (self._scope, self._recording, self._returns)
+        self._scope, self._recording, self._returns = fn, False, []
+        try:
+            params = {p.name.value for p in self.index.functions[fn].params}
+            self._block(self.index.body_of(fn), params, False)
+            uniform = bool(self._returns) and not any(self._returns)
+        finally:
+            self._scope, self._recording, self._returns = saved
+        self._uniform_returns[fn] = uniform
+        return uniform
+
     def _reader(self, env: set[str]):
         def read(load: cst.BaseExpression) -> bool:
             key = dotted_name(load)
@@ -100,6 +128,8 @@ class RankData:
         return any(key in self._final.get(scope, set()) for scope in self.index.enclosing_scopes(self._scope))
 
     def _record(self, node: cst.CSTNode, env: set[str]) -> None:
+        if not self._recording:
+            return
         for load in self.index.loads_in(node):
             key = dotted_name(load)
             if key is not None and self._lookup(key, env):
@@ -121,6 +151,8 @@ class RankData:
             self._record(stmt.test, env)
             inner = tainted or self._eval(stmt.test, self._reader(env))
             then = self._block(stmt.body.body, set(env), inner)
+            if self._tests_initialized_group(stmt.test):
+                return then  # several ranks exist only where the process group is initialized
             if stmt.orelse is None:
                 other = env
             elif type(stmt.orelse) is cst.If:
@@ -160,6 +192,11 @@ class RankData:
         self._record(stmt, env)
         return env
 
+    def _tests_initialized_group(self, test: cst.BaseExpression) -> bool:
+        """``if dist.is_initialized():`` (also ``dist.is_available() and dist.is_initialized()``)."""
+        parts = [test.left, test.right] if type(test) is cst.BooleanOperation and type(test.operator) is cst.And else [test]
+        return any(type(p) is cst.Call and (self.index.imports.qualify_expr(p.func) or "") in _INITIALIZED for p in parts)
+
     def _bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression, env: set[str],
                           tainted: bool) -> None:
         """``for batch in loader``: the batch varies. ``for step, batch in enumerate(loader)``: the
@@ -192,6 +229,13 @@ class RankData:
             key = dotted_name(small.target)
             if key is not None and (tainted or self._eval(small.value, self._reader(env))):
                 env.add(key)
+        elif kind is cst.Expr and type(small.value) is cst.Call and small.value.args and not tainted \
+                and (self.index.imports.qualify_expr(small.value.func) or "") in _IN_PLACE:
+            key = dotted_name(small.value.args[0].value)
+            if key is not None:
+                env.discard(key)  # `dist.broadcast(indices, src=0)`: every rank now holds rank 0's
+        elif kind is cst.Return and self._returns is not None and small.value is not None:
+            self._returns.append(tainted or self._eval(small.value, self._reader(env)))
         return env
 
     def _bind(self, target: cst.BaseExpression, varies: bool, env: set[str]) -> None:
