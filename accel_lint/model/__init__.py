@@ -37,7 +37,7 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
 from ..collectives import RANK_PREDICATE
-from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, PREPARE_METHODS, WRAPPED_KINDS, YES,
+from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES,
                       ObjectTracker,
                       Value)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -46,10 +46,11 @@ from ..reparse import Layout
 from .writes import Write, classify_write
 from ..library import Library, default_library
 
-__all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO"]
+__all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO", "shorten"]
 
 
-def _short(text: str, limit: int = 70) -> str:
+def shorten(text: str, limit: int = 70) -> str:
+    """Source text on one line, cut to ``limit`` characters (for messages and evidence)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -209,13 +210,7 @@ class FileModel:
         """The kind of object ``arg`` is, as ``prepare`` sees it: from the method
         (``prepare_model``), how the object was made, or its parameters feeding an optimizer;
         ``None`` for anything ``prepare`` returns unchanged or that is unknown."""
-        kind = PREPARE_METHODS.get(last_attr(call.func) or "")
-        if kind is None:
-            value = self.value_at(arg)
-            kind = value.kind if value is not None else None
-        if kind is None and self.objects.module_evidence(arg, self.scope_of(call)) is not None:
-            kind = "model"
-        return kind if kind in WRAPPED_KINDS else None
+        return self.objects.kind_for_prepare(call, arg, self.value_at(arg), self.scope_of(call))
 
     def was_prepared(self, origin: cst.CSTNode) -> bool:
         """Whether the object created at ``origin`` was passed to ``prepare`` anywhere in the file."""
@@ -259,6 +254,14 @@ class FileModel:
         several: what a fix may write without guessing."""
         names = self.accelerators_visible_in(scope)
         return next(iter(names)) if len(names) == 1 else None
+
+    def nodes_after(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The nodes of ``node``'s function (or module) that come after ``node`` and everything
+        in it, in source order (a pre-order walk: a subtree is contiguous in it)."""
+        scope = self.scope_of(node)
+        order = list(self.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
+        start = next(i for i, n in enumerate(order) if n is node)
+        return order[start + sum(1 for _ in self.index.walk(node)):]
 
     def loop_trains(self, loop: cst.For | cst.While) -> bool:
         """The loop runs a backward pass (``accelerator.backward(loss)`` or ``loss.backward()``):
@@ -703,12 +706,12 @@ class FileModel:
         for origin in sorted(value.origins(), key=lambda n: self.line_of(n))[:3]:
             made = origin.name.value if isinstance(origin, cst.Param) else self.code(origin)
             how = "passed in as" if isinstance(origin, cst.Param) else "made by"
-            out.append((origin, f"{how} `{_short(made)}`{what}"))
+            out.append((origin, f"{how} `{shorten(made)}`{what}"))
         if use is not None:
-            out.append((use, f"used as a module (`{_short(self.code(use))}`): a model"))
+            out.append((use, f"used as a module (`{shorten(self.code(use))}`): a model"))
         if value.prepared_at is not None:
             wrapped = "not wrapped" if value.not_wrapped else "returned wrapped"
-            out.append((value.prepared_at, f"`{_short(self.code(value.prepared_at.func))}(...)` {wrapped} here"))
+            out.append((value.prepared_at, f"`{shorten(self.code(value.prepared_at.func))}(...)` {wrapped} here"))
         return out
 
     def guard_evidence(self, guard: Guard | None) -> list[tuple[cst.CSTNode, str]]:
@@ -716,7 +719,7 @@ class FileModel:
         if guard is None:
             return []
         condition = guard.condition
-        text = _short(self.code(condition))
+        text = shorten(self.code(condition))
         how = {"if": "only where", "else": "only where this is false:", "early-exit": "after an early exit on",
                "decorator": "only on the ranks of"}.get(guard.how, "under")
         return [(guard.node, f"runs {how} `{text}`, which differs between ranks")]

@@ -37,6 +37,12 @@ WRAPPED_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
 # declared types (`x: DataLoader = ...`) that say what kind an object is
 ANNOTATED_KINDS = {"DataLoader": "loader", "Optimizer": "optimizer", "Module": "model", "PreTrainedModel": "model",
                    "ModelMixin": "model", "LRScheduler": "scheduler", "_LRScheduler": "scheduler"}
+def declared_kind(annotation: cst.BaseExpression | None) -> str | None:
+    """The kind a type annotation declares (``nn.Module``, ``DataLoader``), else ``None``."""
+    name = dotted_name(annotation) if annotation is not None else None
+    return ANNOTATED_KINDS.get(name.split(".")[-1]) if name else None
+
+
 # methods only an nn.Module has (among what prepare() is given): an object they are called on is one
 MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children",
                                  "named_children", "register_forward_hook", "register_forward_pre_hook",
@@ -503,8 +509,8 @@ class ObjectTracker:
                     env[name] = Value(is_acc=True, origin=param)
                 elif name in summary.params:
                     env[name] = summary.params[name]
-                elif ann and ann.split(".")[-1] in ANNOTATED_KINDS:
-                    env[name] = Value(kind=ANNOTATED_KINDS[ann.split(".")[-1]], origin=param)  # `model: nn.Module`
+                elif declared_kind(param.annotation.annotation if param.annotation else None) is not None:
+                    env[name] = Value(kind=declared_kind(param.annotation.annotation), origin=param)  # `model: nn.Module`
                 elif self.module_evidence(param.name, scope) is not None:
                     env[name] = Value(kind="model", origin=param)  # used as a module in the body
                 else:
@@ -632,7 +638,7 @@ class ObjectTracker:
             if owner is not None and owner.is_acc:
                 positional = [a for a in call.args if a.keyword is None]
                 if method in PREPARE_METHODS and len(positional) == 1 and not positional[0].star:
-                    return self._prepared(call, positional[0].value, PREPARE_METHODS[method], env)
+                    return self._prepared(call, positional[0].value, env)
                 if method == "unwrap_model" and call.args:
                     inner = self.value_of(call.args[0].value, env)
                     return Value(kind="model", unwrapped=True, origin=call, frozen=bool(inner and inner.frozen))
@@ -764,18 +770,27 @@ class ObjectTracker:
             return self._module_uses().get((cls.name, key)) if cls is not None else None
         return self._module_uses().get((scope, key))
 
-    def _prepared(self, call: cst.Call, arg: cst.BaseExpression, kind: str | None, env: Env) -> Value:
+    def kind_for_prepare(self, call: cst.Call, arg: cst.BaseExpression, inner: Value | None,
+                         scope: ScopeNode) -> str | None:
+        """The kind of object ``arg`` is as ``prepare`` sees it: from the method (``prepare_model``),
+        how the object was made (``inner``), or its use as a module; ``None`` for anything
+        ``prepare`` returns unchanged or that is unknown."""
+        kind = PREPARE_METHODS.get(last_attr(call.func) or "")
+        if kind is None:
+            kind = inner.kind if inner is not None else None
+        if kind is None and self.module_evidence(arg, scope) is not None:
+            kind = "model"  # used as a module: it is one
+        return kind if kind in WRAPPED_KINDS else None
+
+    def _prepared(self, call: cst.Call, arg: cst.BaseExpression, env: Env) -> Value:
         inner = self.value_of(arg, env)
         if inner is not None:
             self._current.prepared_origins.update(inner.origins())
         self._current.prepared_origins.add(arg)
         if inner is not None and (inner.container or inner.is_acc):
             return inner  # a dict or list of objects comes back unchanged: prepare wraps no container
+        kind = self.kind_for_prepare(call, arg, inner, self._scope)
         if kind is None:
-            kind = inner.kind if inner else None
-        if kind is None and self.module_evidence(arg, self._scope) is not None:
-            kind = "model"  # used as a module: it is one
-        if kind not in WRAPPED_KINDS:
             # prepare() returns an object that is not a module, optimizer, loader or scheduler
             # unchanged; of an object of unknown kind nothing is known: it may or may not have been
             # wrapped, and no rule reports on it
@@ -897,7 +912,7 @@ class ObjectTracker:
             positional = [a for a in call.args if a.keyword is None]
             if owner is not None and owner.is_acc and len(positional) > 1:
                 if all(not a.star for a in positional):
-                    multi_prepare = [self._prepared(call, a.value, None, env) for a in positional]
+                    multi_prepare = [self._prepared(call, a.value, env) for a in positional]
                 else:
                     multi_prepare = []
         for target in targets:
@@ -1020,7 +1035,7 @@ class ObjectTracker:
         elif isinstance(small, cst.AnnAssign) and small.value is not None:
             self._assign([small.target], small.value, env)
             key = dotted_name(small.target)
-            declared = ANNOTATED_KINDS.get((dotted_name(small.annotation.annotation) or "").split(".")[-1])
+            declared = declared_kind(small.annotation.annotation)
             if key in env and declared is not None and env[key].kind is None and not env[key].is_acc:
                 env[key] = replace(env[key], kind=declared)  # `loader: DataLoader = make_loader()`
         elif isinstance(small, cst.AugAssign):

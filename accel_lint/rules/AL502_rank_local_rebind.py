@@ -101,7 +101,7 @@ class RankLocalRebind(Rule):
                 continue
             name = node.value
             scope = model.scope_of(node)
-            if not _held_prepared_before(model, name, scope, assign) or not _read_after(model, name, scope, guard):
+            if not _held_prepared_before(model, name, scope, assign) or not _read_after(model, name, guard):
                 continue
             yield Finding(node, f"`{name}` held a prepared object and is rebound only where "
                                 f"{quote(model.code(guard.test))} (line {model.line_of(guard)}) is true; after that "
@@ -136,16 +136,12 @@ def _held_prepared_before(model: FileModel, name: str, scope, assign: cst.Assign
     return False
 
 
-def _read_after(model: FileModel, name: str, scope, block: cst.If) -> bool:
+def _read_after(model: FileModel, name: str, block: cst.If) -> bool:
     """A read of ``name`` after the ``if`` in source order (pre-order walk), outside it, or
     anywhere in a loop around it (the next pass reads it after the block), on ranks where the
     rebinding did not run (a read under a guard that implies the block's is consistent)."""
-    order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
     inside = {id(n) for n in model.index.walk(block)}
-    start = next(i for i, n in enumerate(order) if n is block)
-    for n in order[start:]:
-        if id(n) in inside:
-            continue
+    for n in model.nodes_after(block):
         if _rebinds_on_every_rank(model, n, name, block):
             return False  # every rank binds the name again before reading it: the rank-local object is dead
         if _is_read_of(model, n, name) and not model.runs_only_where(n, block.test):

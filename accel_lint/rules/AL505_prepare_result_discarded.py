@@ -110,12 +110,8 @@ def _read_after(model: FileModel, expr: cst.BaseExpression, statement: cst.CSTNo
     key = dotted_name(expr)
     if key is None:
         return False
-    scope = model.scope_of(statement)
-    order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
-    start = next(i for i, n in enumerate(order) if n is statement)
-    inside = {id(n) for n in model.index.walk(statement)}
-    for node in order[start:]:
-        if id(node) in inside or not isinstance(node, (cst.Name, cst.Attribute)) or dotted_name(node) != key:
+    for node in model.nodes_after(statement):
+        if not isinstance(node, (cst.Name, cst.Attribute)) or dotted_name(node) != key:
             continue
         parent = model.index.parents.get(node)
         if isinstance(parent, cst.AssignTarget):

@@ -146,13 +146,10 @@ def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call 
     """A forward ``name(...)`` (or a call given ``name``) in a training loop that runs after ``assign``: later in the
     function, or anywhere in a loop that encloses ``assign`` (its next pass), unless the name is
     rebound first."""
-    scope = model.scope_of(assign)
-    order = list(model.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope))
-    start = next(i for i, n in enumerate(order) if n is assign)
     exit_kind = _exit_after(model, assign)
     if exit_kind in (cst.Return, cst.Raise):
         return None  # the function ends after the rebinding: nothing trains on it
-    candidates = [n for n in order[start + 1:]]
+    candidates = model.nodes_after(assign)
     loop = next((p for p in model.ancestors(assign) if isinstance(p, (cst.For, cst.While, cst.FunctionDef))), None)
     if isinstance(loop, (cst.For, cst.While)) and exit_kind is None:
         candidates += list(model.index.walk(loop.body))  # the loop's next pass

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel, Guard
+from ..model import FileModel, Guard, shorten
 
 SEVERITIES = ("error", "warning", "info")
 DOC_SECTIONS = ("## What it does", "## Why is this bad?", "## Example", "## Use instead")
@@ -129,10 +129,7 @@ def wrap_in_guard(statement: cst.BaseStatement, acc: str, condition: str, applic
 
 def quote(text: str, limit: int = 60) -> str:
     """A code excerpt for a message, shortened on one line."""
-    text = " ".join(text.split())
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return f"`{text}`"
+    return f"`{shorten(text, limit)}`"
 
 
 def describe_guard(model: FileModel, guard: Guard | None) -> str:
