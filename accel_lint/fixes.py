@@ -34,7 +34,7 @@ import libcst as cst
 from .config import Config
 from .diagnostics import Diagnostic, Notice
 from .engine import LintResult, lint_source
-from .model.moves import reads_before_binding, reads_bound_on_some_ranks
+from .model.moves import reads_bound_on_some_ranks
 from .rules.base import Fix
 
 MAX_ROUNDS = 10
@@ -254,7 +254,7 @@ def _problems(result: LintResult) -> Counter:
         found.update({("unbound", scope, name): n
                       for (scope, name), n in reads_bound_on_some_ranks(result.model).items()})
         found.update({("before-binding", scope, name): n
-                      for (scope, name), n in reads_before_binding(result.model).items()})
+                      for (scope, name), n in result.model.bound_names.reads_maybe_unbound().items()})
     return found
 
 
@@ -270,7 +270,7 @@ def _describe(problem: tuple) -> str:
     if problem[0] == "unbound":
         return f"it would leave `{problem[2]}` unbound{where} on the ranks the guard skips"
     if problem[0] == "before-binding":
-        return f"it would read `{problem[2]}`{where} before it is bound (UnboundLocalError)"
+        return f"it would read `{problem[2]}`{where} where some path has not bound it (UnboundLocalError)"
     return f"it would introduce a new {problem[0]} finding{where}"
 
 

@@ -20,7 +20,9 @@ from conftest import REPO, run_cli
 
 FIXTURES = REPO / "fixtures" / "fix"
 SCRIPTS = sorted(p.name for p in FIXTURES.glob("al*.py"))
-_HEADER = re.compile(r"\b(fixes|refuses): (AL\d{3})")
+# fixes: the fix (safe or unsafe) removes the finding; safe-fixes: plain `--fix` applies the
+# safe fixes and leaves the unsafe ones; refuses: no fix is applied, with a notice
+_HEADER = re.compile(r"\b(fixes|safe-fixes|refuses): (AL\d{3})")
 
 pytest.importorskip("accelerate")
 
@@ -68,8 +70,12 @@ def test_the_fixture_runs_before_and_after_its_fix(workdir: Path, script: str):
     before = run_on_two_ranks(workdir, script, workdir / "out-before")
     assert before.returncode == 0, before.stderr[-6000:]
 
-    fix = run_cli("--no-cache", "--fix", "--unsafe-fixes", script, cwd=workdir)
-    if what == "fixes":
+    fix = run_cli("--no-cache", "--fix", *(() if what == "safe-fixes" else ("--unsafe-fixes",)), script, cwd=workdir)
+    if what == "safe-fixes":
+        assert (workdir / script).read_text() != (FIXTURES / script).read_text()
+        left = run_cli("--no-cache", "--output-format", "json", script, cwd=workdir)
+        assert {(d["code"], d["fix"]) for d in json.loads(left.stdout)} == {(code, "unsafe")}, fix.stderr
+    elif what == "fixes":
         assert code not in lint_codes(workdir, script), fix.stderr
         assert (workdir / script).read_text() != (FIXTURES / script).read_text()
     else:
@@ -107,11 +113,36 @@ def _tracker(before: Path, after: Path) -> None:
     assert len(list(after.glob("tracker-*.log"))) == 1
 
 
+def _metrics(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def _per_rank_loss(before: Path, after: Path) -> None:
+    # 25 samples on 2 ranks of batches of 4 are padded to 32; the safe fix counts the 25
+    assert _metrics(before)["samples"] == 32 and _metrics(after)["samples"] == 25
+    assert _metrics(after)["mean_loss"] == _metrics(before)["mean_loss"]
+
+
 BEHAVIOUR = {
+    "al203_per_rank_loss.py": _per_rank_loss,
     "al302_checkpoint_rotation.py": _checkpoint_rotation,
     "al302_final_save.py": _final_save,
     "al402_unguarded_tracker.py": _tracker,
 }
+
+
+def test_the_unsafe_gather_fix_on_a_per_rank_scalar_changes_the_metric(workdir: Path):
+    """Why AL203's fix is unsafe on a value that is not per sample: with `--unsafe-fixes` the
+    per-rank loss is gathered by `gather_for_metrics`, which cuts the last round to its one real
+    sample and so drops rank 1's loss of that batch."""
+    script = "al203_per_rank_loss.py"
+    before = run_on_two_ranks(workdir, script, workdir / "out-before")
+    assert before.returncode == 0, before.stderr[-6000:]
+    run_cli("--no-cache", "--fix", "--unsafe-fixes", script, cwd=workdir)
+    assert (workdir / script).read_text().count("accelerator.gather_for_metrics(") == 2
+    after = run_on_two_ranks(workdir, script, workdir / "out-after")
+    assert after.returncode == 0, after.stderr[-6000:]
+    assert _metrics(workdir / "out-after")["mean_loss"] != pytest.approx(_metrics(workdir / "out-before")["mean_loss"])
 
 
 def test_diff_shows_exactly_what_fix_writes(tmp_path: Path):

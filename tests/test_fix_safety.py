@@ -249,4 +249,56 @@ def test_a_read_before_the_first_binding_is_a_problem_the_relint_rejects():
     """)
     added = _introduced(fine, broken)
     assert added == [("before-binding", "main", "accelerator")]
-    assert "read `accelerator` in `main` before it is bound" in _describe(added[0])
+    assert "read `accelerator` in `main` where some path has not bound it" in _describe(added[0])
+
+
+def test_a_read_after_a_binding_in_one_branch_only_is_a_problem_the_relint_rejects():
+    """Source order is not enough: `accelerator` bound under `if args.track:` comes earlier in the
+    file than the read, but the path through the missing `else` reaches the read unbound."""
+    from accel_lint.engine import lint_source
+    from accel_lint.fixes import _introduced, _problems
+
+    def problems(body: str):
+        result = lint_source(textwrap.dedent(body).encode(), "x.py", Config(), want_fixes=True)
+        return _problems(result)
+
+    head = textwrap.dedent("""\
+        from accelerate import Accelerator
+        def main(args):
+            if args.track:
+                accelerator = Accelerator(log_with="wandb")
+            elif args.cpu:
+                accelerator = Accelerator(cpu=True)
+                return
+    """)
+    fine = problems(head + "    print('ready')\n")
+    broken = problems(head + "    accelerator.print('ready')\n")
+    assert _introduced(fine, broken) == [("before-binding", "main", "accelerator")]
+    both = problems(head.replace("return", "pass") + "    else:\n        accelerator = Accelerator()\n"
+                    "    accelerator.print('ready')\n")
+    assert _introduced(fine, both) == []
+
+
+def test_the_per_rank_print_fix_is_not_offered_where_a_path_leaves_the_accelerator_unbound():
+    from accel_lint.engine import lint_source
+
+    source = textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        def main(args):
+            if args.track:
+                accelerator = Accelerator(log_with="wandb")
+            model = accelerator.prepare(torch.nn.Linear(2, 2))
+            print("ready")
+        def other(args):
+            if args.track:
+                accelerator = Accelerator(log_with="wandb")
+            else:
+                accelerator = Accelerator()
+            model = accelerator.prepare(torch.nn.Linear(2, 2))
+            print("ready")
+    """)
+    result = lint_source(source.encode(), "x.py", Config(), want_fixes=True)
+    fixes = {d.line: f for d, f in result.fixes if d.code == "AL403"}
+    assert [d.line for d in result.diagnostics if d.code == "AL403"] == [7, 14]
+    assert 7 not in fixes and fixes[14].applicability == "safe"

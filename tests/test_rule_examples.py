@@ -82,3 +82,31 @@ def test_a_warm_run_never_imports_libcst(tmp_path):
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert first.stdout.strip().endswith("True") and "AL101" in first.stdout
     assert second.stdout.strip().endswith("False") and "AL101" in second.stdout
+
+
+def _offers_a_fix(rule) -> bool:
+    """Whether any of the rule's examples or lint fixtures gets a fix from the rule."""
+    from conftest import REPO
+
+    sources = [textwrap.dedent(s) for s in (*rule.INVALID, *rule.VALID)]
+    sources += [p.read_text() for p in (REPO / "fixtures" / "lint").rglob("*.py")
+                if rule.code.lower() in p.name.lower()]
+    sources += [p.read_text() for p in (REPO / "fixtures" / "fix").glob(f"{rule.code.lower()}_*.py")]
+    for source in sources:
+        result = lint_source(source, "example.py", CONFIG, list(RULES), want_fixes=True)
+        if any(d.code == rule.code for d, _ in result.fixes):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_a_rule_with_a_fix_says_what_the_fix_assumes(rule):
+    """Every rule that offers a fix has a "Fix safety" section that names its preconditions
+    ("assumes"), and no rule documents a fix it never offers."""
+    docs = rule.docs()
+    if _offers_a_fix(rule):
+        assert "## Fix safety" in docs, f"{rule.code} offers a fix but its docs have no 'Fix safety' section"
+        section = docs.split("## Fix safety", 1)[1]
+        assert "assumes" in section.lower(), f"{rule.code}'s 'Fix safety' does not say what the fix assumes"
+    else:
+        assert "## Fix safety" not in docs, f"{rule.code} documents a fix that none of its examples gets"

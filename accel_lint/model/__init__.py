@@ -31,6 +31,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from .binding import BoundNames
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
 from .moves import rank_branch_of
@@ -111,6 +112,14 @@ class FileModel:
     def objects(self) -> ObjectTracker:
         return ObjectTracker(self.index, self.accelerator_names, self.incoming, self.external,
                              self._previous.get("objects"))
+
+    @cached_property
+    def bound_names(self) -> BoundNames:
+        """Which names are bound on every path to a statement (for fixes that add a read)."""
+        return BoundNames(self)
+
+    def bound_at(self, node: cst.CSTNode, name: str) -> bool:
+        return self.bound_names.bound_at(node, name)
 
     @cached_property
     def loader_lengths(self) -> LoaderLengths:
@@ -248,6 +257,14 @@ class FileModel:
             return found
 
         return names_in(scope) or (names_in(self.module) if scope is not self.module else set())
+
+    def accelerator_for_fix(self, node: cst.CSTNode) -> str | None:
+        """The accelerator a fix at ``node`` may name: the only one visible in its scope, and bound
+        on every path that reaches ``node`` (else the fix would raise ``UnboundLocalError``)."""
+        acc = self.sole_accelerator_in(self.scope_of(node))
+        if acc is None or not self.bound_at(node, acc.split(".")[0]):
+            return None
+        return acc
 
     def sole_accelerator_in(self, scope: ScopeNode) -> str | None:
         """The one accelerator name visible in ``scope``, or ``None`` when there are none or

@@ -318,43 +318,6 @@ def reads_bound_on_some_ranks(model) -> Counter:
     return found
 
 
-def reads_before_binding(model) -> Counter:
-    """``(function, name)`` -> how many reads of a function's local name come before every
-    binding of it in the function's source order, outside any loop that binds it (the next pass
-    would see the binding): the read raises ``UnboundLocalError`` (a fix that moves or adds a
-    read, such as ``print`` -> ``accelerator.print`` above ``accelerator = Accelerator()``)."""
-    found: Counter = Counter()
-    for scope in model.index.functions:
-        qualname = model.index.functions[scope].qualname
-        bindings = scope_bindings(model, scope)
-        order = {id(n): i for i, n in enumerate(model.index.walk(scope))}
-        first: dict[str, int] = {}
-        for name, sites in bindings.items():
-            if any(site is _ALWAYS or site is None for site in sites):
-                continue  # a parameter, global or nonlocal: bound on entry
-            first[name] = min(order.get(id(site), 0) for site in sites)
-        for n in model.index.walk(scope):
-            if type(n) is not cst.Name or n.value not in first or _is_store(model, n):
-                continue
-            parent = model.index.parents.get(n)
-            if type(parent) is cst.Attribute and parent.attr is n:
-                continue
-            if type(parent) in (cst.Arg,) and parent.keyword is n:
-                continue
-            if order[id(n)] >= first[n.value]:
-                continue
-            loops = [a for a in model.index.ancestors(n) if type(a) in (cst.For, cst.While)]
-            if any(any(order.get(id(site), -1) in range(order[id(loop)], order[id(loop)] + 1 + _size(model, loop))
-                       for site in bindings[n.value]) for loop in loops):
-                continue
-            found[(qualname, n.value)] += 1
-    return found
-
-
-def _size(model, node: cst.CSTNode) -> int:
-    return sum(1 for _ in model.index.walk(node))
-
-
 def _in_branch(model, node: cst.CSTNode, branch: tuple[cst.If, str]) -> bool:
     """``node`` runs only where ``branch`` ran: inside it, or under a guard that lets in only
     ranks its condition selects (``if is_main: path = ...`` then ``if is_main: save(path)``)."""

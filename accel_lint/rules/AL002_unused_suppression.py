@@ -33,6 +33,8 @@ class UnusedSuppression(Rule):
 
     ## Fix safety
     Safe: ``--fix`` removes the unused codes, or the whole comment when none is left.
+    It assumes the lint that found the code unused ran with the configuration the project
+    uses (the same selected rules and settings); a comment is only ever removed, never moved.
     """
 
     code = "AL002"

@@ -47,7 +47,12 @@ class RawBackward(Rule):
     Safe: `loss.backward(**kwargs)` -> `accelerator.backward(loss, **kwargs)` when exactly one
     accelerator is in scope. Unsafe: when a positional argument (`gradient`) becomes a keyword,
     or when the loss was already divided by a gradient-accumulation count (the fix would then
-    divide twice: AL102). No fix for `torch.autograd.backward` with more than the tensor.
+    divide twice: AL102), or when an accelerator of the file accumulates gradients and the
+    call is outside `accumulate()`: `accelerator.backward` divides the loss by the
+    accumulation steps, and outside `accumulate()` the optimizer still steps on every
+    micro-step. No fix for `torch.autograd.backward` with more than the tensor.
+    It assumes the accelerator it names is the one that prepared the model; the fix is only
+    offered when that accelerator is bound on every path to the call.
     """
 
     code = "AL101"
@@ -148,7 +153,7 @@ class Trainer:
         """``{acc}.backward(loss, **kwargs)`` when exactly one accelerator is in scope. Unsafe when a
         positional ``gradient`` becomes a keyword, or the loss was already divided by a GA count
         (the fix would then scale twice: AL102)."""
-        acc = model.sole_accelerator_in(scope)
+        acc = model.accelerator_for_fix(call)
         if acc is None:
             return None
         is_tensor_method = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" \
@@ -168,6 +173,9 @@ class Trainer:
             keyword_args.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         if _divided_by_accumulation(model, loss):
             safe = False
+        if not model.inside_accumulate(call) and _some_accelerator_accumulates(model):
+            safe = False  # `accelerator.backward` divides by the accumulation steps: outside
+            # `accumulate()` the optimizer still steps every micro-step, on gradients 1/N the size
         loss_arg = cst.Arg(loss.with_changes(lpar=[], rpar=[]) if getattr(loss, "lpar", None) else loss)
         new = cst.parse_expression(f"{acc}.backward()").with_changes(args=[loss_arg, *keyword_args])
         return Fix("safe" if safe else "unsafe", f"use `{acc}.backward(...)`", ((call, new),))
@@ -248,4 +256,15 @@ def _augmented_division(model: FileModel, loss: cst.BaseExpression) -> bool:
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign) \
                 and model.code(node.target) == name:
             return True
+    return False
+
+
+def _some_accelerator_accumulates(model: FileModel) -> bool:
+    """An accelerator of the file is built with gradient accumulation other than a literal 1."""
+    for constructor in model.objects.acc_constructors:
+        for arg in constructor.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "gradient_accumulation_plugin" or (
+                    keyword == "gradient_accumulation_steps" and model.code(arg.value) != "1"):
+                return True
     return False

@@ -49,6 +49,8 @@ class DoubleLossScaling(Rule):
     ## Fix safety
     Unsafe: the division is removed (or the `loss /= ga` statement); if the division was
     intended to compensate something else, the gradients change scale.
+    It assumes the division exists only to average over accumulation steps, which
+    `accelerator.backward` already does; the model cannot show that, hence unsafe.
     """
 
     code = "AL102"

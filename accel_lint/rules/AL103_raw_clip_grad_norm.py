@@ -51,6 +51,9 @@ class RawClipGradNorm(Rule):
     Safe: the call becomes `accelerator.clip_grad_norm_(...)` (or `clip_grad_value_`) with the
     same arguments (the signatures match), when exactly one accelerator is in scope. Unsafe when
     `error_if_nonfinite` or `foreach` is passed (Accelerate's version does not take them).
+    It assumes the clipped parameters belong to a model that accelerator prepared (the fix
+    also unscales fp16 gradients first, which is what a correct clip needs), and that the
+    accelerator is bound on every path to the call; otherwise no fix is offered.
     """
 
     code = "AL103"
@@ -100,7 +103,7 @@ class RawClipGradNorm(Rule):
                 continue
             if _unscaled_before(model, call):
                 continue
-            acc = model.sole_accelerator_in(model.scope_of(call))
+            acc = model.accelerator_for_fix(call)
             fix = None
             if acc is not None:
                 unsafe = any(a.keyword is not None and a.keyword.value in _UNSAFE_KEYWORDS for a in call.args)

@@ -51,6 +51,9 @@ class ClipOutsideSyncGradients(Rule):
     ## Fix safety
     Safe: a clip that is a statement of its own is wrapped in `if accelerator.sync_gradients:`.
     No fix when its result is assigned (the name would be unbound on the other micro-steps).
+    It assumes nothing else in the statement has to run on every micro-step (a clip returns
+    a norm and changes only the gradients, which the next micro-step overwrites or adds to),
+    and that the accelerator it names is bound on every path to the call.
     """
 
     code = "AL104"
@@ -137,7 +140,8 @@ class ClipOutsideSyncGradients(Rule):
             yield Finding(call, f"`{model.code(call.func)}()` runs on every gradient-accumulation micro-step, on "
                                 f"partial gradients (and under fp16 unscales twice before the update); guard it "
                                 f"with `if {acc or 'accelerator'}.sync_gradients:`",
-                          fix=guard_statement_fix(model, call, acc, "sync_gradients", "safe"))
+                          fix=guard_statement_fix(model, call, model.accelerator_for_fix(call), "sync_gradients",
+                                                  "safe"))
 
 
 def _clip_accelerator(model: FileModel, call: cst.Call):

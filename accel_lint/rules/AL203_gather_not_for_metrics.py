@@ -5,6 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel, last_attr
+from ..model.samples import per_sample
 from .base import Finding, Fix, Rule
 
 _ACCUMULATE_METHODS = {"add_batch", "update", "append", "extend"}
@@ -50,9 +51,14 @@ class GatherNotForMetrics(Rule):
     ```
 
     ## Fix safety
-    Safe: `accelerator.gather` -> `accelerator.gather_for_metrics`, which has the same
-    signature and only drops the padding of the last batch. No fix for the function form
-    `accelerate.utils.gather`.
+    `accelerator.gather` -> `accelerator.gather_for_metrics`, which has the same signature.
+    It assumes that the gathered value has one row per sample of the batch, because
+    `gather_for_metrics` drops the last batch's padding by counting rows along the first
+    dimension. The fix is safe only where the model shows that: the loop's batch or a field
+    of it, a forward of the prepared model on it (fields other than `loss`), and
+    element-wise operations or `argmax(dim=-1)` of those. Otherwise it is unsafe: on a
+    per-rank scalar (`gather(loss).mean()`) the cut drops whole ranks' values and changes
+    the metric. No fix for the function form `accelerate.utils.gather`.
     """
 
     code = "AL203"
@@ -138,7 +144,9 @@ class GatherNotForMetrics(Rule):
                 continue
             fix = None
             if isinstance(call.func, cst.Attribute) and model.is_accelerator(call.func.value):
-                fix = Fix("safe", "use `gather_for_metrics`",
+                # the padding is cut by counting rows: right only for a value with the batch's rows
+                rows_are_samples = len(call.args) == 1 and per_sample(model, call.args[0].value, loop)
+                fix = Fix("safe" if rows_are_samples else "unsafe", "use `gather_for_metrics`",
                           ((call.func, call.func.with_changes(attr=cst.Name("gather_for_metrics"))),))
             receiver = model.code(call.func.value) if isinstance(call.func, cst.Attribute) else "accelerator"
             yield Finding(

@@ -76,6 +76,9 @@ class RankGatedCheckpoint(Rule):
     anything else (a helper call, a rank-dependent value, a name the other ranks also set) and
     the fix is refused with a notice that says why. Only offered for a direct call (not through
     a helper) in an `if` without `else`.
+    It assumes what the guard kept main-only besides the checkpoint (logging, rotation)
+    may stay main-only, and that nothing between the guard and the barrier depends on
+    another rank's file; every moved read is checked to be bound on every rank.
     """
 
     code = "AL302"

@@ -58,6 +58,8 @@ class UnguardedWrite(Rule):
     then skip it; if they read the file afterwards, add `accelerator.wait_for_everyone()`
     between the write and the read. Not offered where the write is part of a larger statement
     (an assignment would leave its name unbound on the other ranks).
+    It assumes no other rank reads the file later without a barrier; the model cannot show
+    that, hence unsafe. The accelerator it names must be bound on every path to the write.
     """
 
     code = "AL401"
@@ -250,7 +252,7 @@ def _guard(model: FileModel, write: cst.Call, site: cst.Call | None) -> Fix | No
     is in a helper) in ``if <acc>.is_main_process:``. The other ranks then skip it: unsafe
     because they may read the file afterwards."""
     target = site if site is not None else write
-    acc = model.sole_accelerator_in(model.scope_of(target))
+    acc = model.accelerator_for_fix(target)
     fix = guard_statement_fix(model, target, acc, "is_main_process", "unsafe")
     if fix is not None or site is not None or acc is None:
         return fix

@@ -58,6 +58,8 @@ class UnguardedTracker(Rule):
     Unsafe: a call that is a statement of its own is wrapped in `if accelerator.is_main_process:`
     (a logged value may then be computed on every rank for nothing, and a run object assigned
     to a name would be unbound elsewhere, so assignments get no fix).
+    It assumes the other ranks need no result of the call; the accelerator it names must be
+    bound on every path to the call.
     """
 
     code = "AL402"
@@ -107,7 +109,8 @@ class UnguardedTracker(Rule):
             yield Finding(call, f"`{what}` runs on every rank: N duplicate runs or event files, and a login prompt "
                                 f"can block the other ranks; use `{acc}.init_trackers()`/`{acc}.log()` or guard it "
                                 f"with `if {acc}.is_main_process:`",
-                          fix=guard_statement_fix(model, call, sole, "is_main_process", "unsafe"))
+                          fix=guard_statement_fix(model, call, model.accelerator_for_fix(call), "is_main_process",
+                                                  "unsafe"))
 
 
 def _tracker_call(model: FileModel, call: cst.Call) -> str | None:

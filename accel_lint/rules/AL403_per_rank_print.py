@@ -43,6 +43,10 @@ class PerRankPrint(Rule):
     ## Fix safety
     Safe: `print(...)` -> `accelerator.print(...)` and `disable=not accelerator.is_local_main_process`
     added to the bar, when exactly one accelerator is in scope.
+    It assumes that accelerator is bound on every path that reaches the call: a print before
+    `accelerator = Accelerator()`, or after an `if` that binds it in one branch only, gets no
+    fix (the replacement would raise `UnboundLocalError`). The text printed is the same;
+    only the ranks that print it change.
     """
 
     code = "AL403"
@@ -113,8 +117,8 @@ class PerRankPrint(Rule):
                 continue
             if _mentions_rank(model, call) or _under_rank_test(model, call) or _chosen_by_rank(model, call):
                 continue
-            acc = model.sole_accelerator_in(scope)
-            shown = acc or "accelerator"
+            shown = model.sole_accelerator_in(scope) or "accelerator"
+            acc = model.accelerator_for_fix(call)  # None where a path reaches the call with it unbound
             if kind == "print":
                 if any(a.keyword is not None and a.keyword.value == "file" for a in call.args):
                     continue

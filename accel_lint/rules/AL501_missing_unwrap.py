@@ -100,6 +100,12 @@ class MissingUnwrap(Rule):
     `accelerator.unwrap_model(model)`, `model.state_dict()` -> `accelerator.get_state_dict(model)`
     outside rank guards. Unsafe inside a rank guard: `get_state_dict` is a collective under
     FSDP/ZeRO-3, so the fix would create AL302. No fix when several accelerators are in scope.
+    It assumes the object is what that accelerator prepared (`unwrap_model` of anything
+    else returns it unchanged, so the fix is harmless there too) and that the accelerator is
+    bound on every path to the line; otherwise no fix is offered. Unsafe where the attribute
+    is a method called in a loop or function that runs a backward pass (a custom training
+    forward such as `model.forward_process(batch)`): on the bare module it skips the wrapper's
+    forward, so under DDP the gradients would no longer be synchronised.
     """
 
     code = "AL501"
@@ -256,7 +262,7 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
     """``m.attr`` -> ``acc.unwrap_model(m).attr``; ``m.module`` -> ``acc.unwrap_model(m)``;
     ``m.state_dict()`` -> ``acc.get_state_dict(m)``, unsafe under a rank guard (it is a
     collective under FSDP/ZeRO-3: the fix would create AL302)."""
-    acc = model.sole_accelerator_in(model.scope_of(node))
+    acc = model.accelerator_for_fix(node)
     if acc is None:
         return None
     base = node.value
@@ -269,9 +275,24 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
         safe = model.rank_guard_of(call) is None
         return Fix("safe" if safe else "unsafe", f"use `{acc}.get_state_dict(...)`", ((call, new),))
     unwrapped = cst.parse_expression(f"{acc}.unwrap_model()").with_changes(args=[cst.Arg(base)])
+    # a method of the bare module called where the program trains runs a forward that skips the
+    # wrapper: under DDP its gradients are then never synchronised (worse than the AttributeError)
+    safety = "unsafe" if _called_where_training(model, node) else "safe"
     if attr in ("module", "_orig_mod"):
-        return Fix("safe", f"use `{acc}.unwrap_model(...)`", ((node, unwrapped),))
-    return Fix("safe", f"use `{acc}.unwrap_model(...)`", ((base, unwrapped),))
+        return Fix(safety, f"use `{acc}.unwrap_model(...)`", ((node, unwrapped),))
+    return Fix(safety, f"use `{acc}.unwrap_model(...)`", ((base, unwrapped),))
+
+
+def _called_where_training(model: FileModel, node: cst.Attribute) -> bool:
+    """``m.attr(...)`` in a loop that runs a backward pass, or in a function that does."""
+    call = model.index.parents.get(node)
+    if not isinstance(call, cst.Call) or call.func is not node:
+        return False
+    loop = model.enclosing_loop(call)
+    if loop is not None and model.loop_trains(loop):
+        return True
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"
+               for c in model.calls_in(model.scope_of(call)))
 
 
 def _is_assignment_target(model: FileModel, node: cst.CSTNode) -> bool:
