@@ -120,6 +120,15 @@ GIT_CORPORA = {
     "champ": ("fudan-generative-vision/champ", "02e5533dcb7027622943d011e7c6ebbe4e1536ab", None),
     "instantir": ("instantX-research/InstantIR", "183ccf559446f472e4a10a276f0ecf908df4adb7", None),
     "spear-tts-pytorch": ("lucidrains/spear-tts-pytorch", "0e6a63807f3b64f0e41ddc76fe2676fb93231f0f", None),
+    # batch 8 (2026-11-27): first contact recorded at 0bc11d7
+    "ddpo-pytorch": ("kvablack/ddpo-pytorch", "1958463f020112c9a7bc85768d296daacc2e1b4b", None),
+    "tangoflux": ("declare-lab/TangoFlux", "164420faa2b3f8a28bb013ccde7006422a616fc7", None),
+    "musepose": ("TMElyralab/MusePose", "61c52bd937224a614b3951419b735b639397cb62", None),
+    "mmada": ("Gen-Verse/MMaDA", "3cdb8709635beb29f66e4e23cd66060872ac3996", None),
+    "catvton": ("Zheng-Chong/CatVTON", "3b795364a4d2f3b5adb365f39cdea376d20bc53c", None),
+    "palm-rlhf-pytorch": ("lucidrains/PaLM-rlhf-pytorch", "bd0d0f3893ec62f827fa35e759cb38d748829d51", None),
+    "cogvideox-controlnet": ("TheDenk/cogvideox-controlnet", "e21a4a3407eee8f372373fa1593297d7526caeeb", None),
+    "d3po": ("yk7333/d3po", "40d31758048f62ff49814eaa0403d820493ad374", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
