@@ -27,6 +27,9 @@ ACCELERATOR_FACTORY: Final = "ACCELERATOR_FACTORY"
 # not a collective: a function whose result is a rank predicate (`def is_main_process(): return
 # dist.get_rank() == 0`); its detail is "main" or "local_main", where it is true
 RANK_PREDICATE: Final = "RANK_PREDICATE"
+# not a collective: a function or class of another module whose call makes a new object of a known
+# kind; its detail is the kind ("model", "optimizer", "loader", "scheduler")
+RETURNS_KIND: Final = "RETURNS_KIND"
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, RANK_PREDICATE
+from .collectives import ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -465,6 +465,7 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
                    for part in path.split(os.sep)}
     for _ in range(3):
         exporting = {path: r.summary for path, r in zip(paths, out) if r.summary}
+        _add_helper_kinds(out, exporting, set(paths))
         incoming = _incoming_arguments(out, paths, local_names)
         if not exporting and not incoming:
             return out
@@ -481,6 +482,49 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
             used[i] = context
         out = relint(out, again) if relint is not None else _relint(out, again, config, jobs)
     return out
+
+
+def _add_helper_kinds(results: list[LintResult], exporting: dict[str, dict], linted: set[str]) -> None:
+    """What calling a function or class of a module the first pass did not analyse makes (a
+    ``models.py`` with no Accelerate in it): read from that module when a linted file imports a
+    name from it and binds the result."""
+    for r in results:
+        if not r.imports:
+            continue
+        here = os.path.dirname(os.path.abspath(r.path))
+        for level, module, name, _local, _why in r.imports:
+            for candidate in _module_files(here, level, module):
+                if candidate not in linted:
+                    continue
+                summary = exporting.get(candidate, {})
+                if name not in summary:
+                    kinds = _helper_kinds(candidate)
+                    if name in kinds:
+                        exporting[candidate] = {**summary, name: [(RETURNS_KIND, kinds[name])]}
+                break
+
+
+_HELPER_KINDS: dict[tuple[str, int, int], dict[str, str]] = {}
+
+
+def _helper_kinds(path: str) -> dict[str, str]:
+    """``ObjectTracker.exported_kinds`` of a module, parsed once per version of the file."""
+    import libcst as cst
+
+    from .model import FileModel
+
+    try:
+        info = os.stat(path)
+        key = (path, info.st_mtime_ns, info.st_size)
+        if key in _HELPER_KINDS:
+            return _HELPER_KINDS[key]
+        with open(path, "rb") as f:
+            data = f.read()
+        kinds = FileModel(cst.parse_module(data)).exported_kinds() if len(data) < 2_000_000 else {}
+    except (OSError, cst.ParserSyntaxError, RecursionError, ValueError):
+        return {}
+    _HELPER_KINDS[key] = kinds
+    return kinds
 
 
 def _relint(results: list[LintResult], again: list[tuple[int, tuple]], config: Config, jobs: int) -> list[LintResult]:
@@ -582,8 +626,8 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 ops = [tuple(op) for op in summary.get(name, ())]
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
-                elif why != "guarded":  # only assigned from: only an accelerator factory matters
-                    ops = [op for op in ops if op[0] == ACCELERATOR_FACTORY]
+                elif why != "guarded":  # only assigned from: what it returns matters
+                    ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RETURNS_KIND)]
                 if ops:
                     found[local] = ops
                 break

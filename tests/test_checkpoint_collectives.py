@@ -33,3 +33,30 @@ def test_under_zero2_only_save_state_is_a_collective(op, collective):
 
 def test_no_checkpoint_call_is_a_collective_under_ddp():
     assert not _checkpoint_is_collective(_accelerator("MULTI_GPU"), "accelerator.save_state")
+
+
+def test_save_state_with_automatic_checkpoint_naming_falls_out_of_step_on_every_backend():
+    """Accelerate's `save_state` calls `wait_for_everyone()` when the project configuration names
+    checkpoints itself, so a main-only call breaks plain DDP too (on 2 gloo ranks the other rank's
+    next barrier pairs with it and rank 0 then crashes); the message and evidence say so."""
+    import textwrap
+
+    from accel_lint.config import Config
+    from accel_lint.engine import lint_source
+
+    source = textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from accelerate.utils import ProjectConfiguration
+        config = ProjectConfiguration(project_dir="runs", automatic_checkpoint_naming=True)
+        accelerator = Accelerator(project_config=config)
+        model = accelerator.prepare(torch.nn.Linear(2, 2))
+        if accelerator.is_main_process:
+            accelerator.save_state()
+    """)
+    found = [d for d in lint_source(source.encode(), "x.py", Config()).diagnostics if d.code == "AL302"]
+    assert len(found) == 1 and "on every backend calls `wait_for_everyone()`" in found[0].message
+    assert (4, "`automatic_checkpoint_naming=True` makes `save_state` wait for every rank") in found[0].evidence
+    plain = source.replace(", automatic_checkpoint_naming=True", "")
+    found = [d for d in lint_source(plain.encode(), "x.py", Config()).diagnostics if d.code == "AL302"]
+    assert len(found) == 1 and "deadlocks under FSDP and DeepSpeed" in found[0].message

@@ -37,7 +37,7 @@ from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
-from ..collectives import RANK_PREDICATE
+from ..collectives import RANK_PREDICATE, RETURNS_KIND
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES,
                       ObjectTracker,
                       Value)
@@ -169,7 +169,9 @@ class FileModel:
         ``torch.distributed`` (an inference or caching tool that uses the accelerator for its
         device and autocast). Every process would redo the whole job, so it is not launched on
         several: what it writes is not a race between ranks."""
-        if not self.objects.acc_constructors or self.incoming or self.external or self.objects.prepare_calls:
+        # what other modules say of a name counts unless it is only what the name makes
+        says_more = any(kind != RETURNS_KIND for ops in self.external.values() for kind, _ in ops)
+        if not self.objects.acc_constructors or self.incoming or says_more or self.objects.prepare_calls:
             return False
         if self.uses_torch_distributed or self.index.identifiers & self._MULTI_PROCESS_NAMES:
             return False
@@ -301,6 +303,43 @@ class FileModel:
         return OpAnalysis(self.index, self.objects, self.ranks, external=self.external)
 
     # -- across modules ---------------------------------------------------------------------------
+    def loader_shards_itself(self, loader_call: cst.Call) -> bool:
+        """A ``DataLoader(...)`` that gives each rank its own part without ``prepare``: a
+        distributed sampler, a dataset sharded by hand, or data that differs per rank."""
+        text = self.code(loader_call)
+        if "DistributedSampler" in text or "sampler=" in text and "Distributed" in text:
+            return True
+        for arg in loader_call.args:
+            if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
+                value = self.value_at(arg.value)
+                if value is not None and value.origin is not None and "Distributed" in self.code(value.origin):
+                    return True
+        if loader_call.args:
+            data = loader_call.args[0].value
+            value = self.value_at(data)
+            src = self.code(value.origin) if value is not None and value.origin is not None else self.code(data)
+            if ".shard(" in src or "split_between_processes" in src:
+                return True
+            if self.rank_data.varies(data):
+                return True  # built from this rank's own data (rollouts of a prepared loader's batches)
+        return False
+
+    def exported_kinds(self) -> dict[str, str]:
+        """What other modules of the tree get by calling this module's functions and classes (see
+        ``ObjectTracker.exported_kinds``); a loader only where the function returns a plain
+        ``DataLoader(...)`` that does not shard itself."""
+        kinds = self.objects.exported_kinds()
+        for name, kind in list(kinds.items()):
+            if kind != "loader":
+                continue
+            fn = self.index.module_functions.get(name)
+            returned = self.objects.summaries[fn].returns if fn is not None else None
+            origins = returned.origins() if returned is not None else frozenset()
+            if not origins or not all(isinstance(o, cst.Call) and self.code(o.func).split(".")[-1].endswith("DataLoader")
+                                      and not self.loader_shards_itself(o) for o in origins):
+                del kinds[name]
+        return kinds
+
     def module_summary(self) -> dict[str, list[tuple[str, str]]]:
         """For other modules of the tree: module-level functions that perform collectives."""
         if not (self.is_accelerate_file or self.uses_torch_distributed):
@@ -318,6 +357,8 @@ class FileModel:
                 ops = [*ops, (RANK_PREDICATE, where)]
             if ops:
                 out[name] = ops
+        for name, kind in self.exported_kinds().items():
+            out[name] = [*out.get(name, []), (RETURNS_KIND, kind)]
         return out
 
     def _predicate_kind(self, fn: cst.FunctionDef) -> str | None:
@@ -723,7 +764,10 @@ class FileModel:
         for origin in sorted(value.origins(), key=lambda n: self.line_of(n))[:3]:
             made = origin.name.value if isinstance(origin, cst.Param) else self.code(origin)
             how = "passed in as" if isinstance(origin, cst.Param) else "made by"
-            out.append((origin, f"{how} `{shorten(made)}`{what}"))
+            fact = f"{how} `{shorten(made)}`{what}"
+            if isinstance(origin, cst.Call) and self.code(origin.func) in self.objects.returned_kinds:
+                fact += " (what that function or class of another module of the tree makes)"
+            out.append((origin, fact))
         if use is not None:
             out.append((use, f"used as a module (`{shorten(self.code(use))}`): a model"))
         if value.prepared_at is not None:

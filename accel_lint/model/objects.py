@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ..collectives import ACCELERATOR_FACTORY, RANK_PREDICATE
+from ..collectives import ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND
 from .index import FileIndex, ScopeNode
 from .names import dotted_name, last_attr
 
@@ -211,6 +211,39 @@ class WalkState:
     scopes: dict  # qualified name ("" for the module) -> scope node, where the name is unique
 
 
+_OBJECT_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
+
+
+def _freezes_every_parameter(loop: cst.CSTNode) -> str | None:
+    """``for p in m.parameters(): p.requires_grad = False`` (or ``p.requires_grad_(False)``) with
+    nothing else in the body: the name of ``m``, whose module then has no trainable parameter."""
+    if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name) or loop.orelse is not None:
+        return None
+    it = loop.iter
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "parameters"
+            and not it.args):
+        return None
+    body = loop.body.body
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+        return None
+    small = body[0].body[0]
+    param = loop.target.value
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+        sets = (isinstance(target, cst.Attribute) and target.attr.value == "requires_grad"
+                and isinstance(target.value, cst.Name) and target.value.value == param
+                and isinstance(small.value, cst.Name) and small.value.value == "False")
+    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        sets = (isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_"
+                and isinstance(call.func.value, cst.Name) and call.func.value.value == param
+                and len(call.args) == 1 and isinstance(call.args[0].value, cst.Name)
+                and call.args[0].value.value == "False")
+    else:
+        sets = False
+    return dotted_name(it.func.value) if sets else None
+
+
 class ObjectTracker:
     """Runs the flow walk over every scope of a file and answers value queries."""
 
@@ -225,6 +258,10 @@ class ObjectTracker:
         # it is true ("main" or "local_main")
         self.predicates = {name: detail for name, ops in (external or {}).items()
                            for kind, detail in ops if kind == RANK_PREDICATE}
+        # functions and classes of other modules of the tree whose call makes a new object of a
+        # known kind: name called -> kind
+        self.returned_kinds = {name: detail for name, ops in (external or {}).items()
+                               for kind, detail in ops if kind == RETURNS_KIND}
         self.accelerator_names = accelerator_names
         # from other modules of the tree: module function -> parameter (name or position) -> the
         # kind of prepared object every caller passes there
@@ -240,7 +277,8 @@ class ObjectTracker:
         self.converged = True  # False: some scope still read a changed fact after its last walk
         self._scope: ScopeNode = index.module
         self._current: _ScopeWalk | None = None
-        self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()))
+        self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()),
+                    sorted(self.returned_kinds.items()))
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
         self._module_calls: dict[tuple, cst.Call] | None = None
         self._run(previous if previous is not None and previous.key == self.key else None)
@@ -662,6 +700,8 @@ class ObjectTracker:
                 return returned
         name = dotted_name(func) or ""
         short = name.split(".")[-1]
+        if name in self.returned_kinds:  # made by a function or class of another module of the tree
+            return Value(kind=self.returned_kinds[name], origin=call)
         known = self._constructor_kind(call)
         if known is not None:
             return Value(kind=known, origin=call)
@@ -676,6 +716,22 @@ class ObjectTracker:
             # wrapped by prepare(): what it is then is unknown, and its binding names it
             return Value(kind="model" if self._may_hold_parameters(cls) else None, origin=call)
         return Value(origin=call)
+
+    def exported_kinds(self) -> dict[str, str]:
+        """What other modules get by calling this module's functions and classes: a new object of
+        a known kind on every call (a function that returns ``DataLoader(...)``, a Module
+        subclass that may hold parameters)."""
+        found: dict[str, str] = {}
+        for name, fn in self.index.module_functions.items():
+            returned = _passed_on(self.summaries[fn].returns)
+            if returned is not None and returned.kind in _OBJECT_KINDS and returned.prepared == NO \
+                    and not returned.is_acc and returned.elements is None and not returned.container:
+                found[name] = returned.kind
+        for name, cls in self.index.classes.items():
+            if cls.node in self.index.module.body and any("Module" in b or b.endswith("Model") for b in cls.bases) \
+                    and self._may_hold_parameters(cls):
+                found[name] = "model"
+        return found
 
     def _constructor_kind(self, call: cst.Call) -> str | None:
         """What a library constructor or factory builds: a loader, a scheduler, an optimizer or
@@ -988,6 +1044,9 @@ class ObjectTracker:
             out = _merge_envs(env, second) or env
             if stmt.orelse is not None:
                 out = self._block(stmt.orelse.body.body, out) or out
+            frozen = _freezes_every_parameter(stmt)
+            if frozen is not None and frozen in out and out[frozen] is not None:
+                out[frozen] = replace(out[frozen], frozen=True)
             return out
         if isinstance(stmt, cst.With):
             for item in stmt.items:

@@ -152,10 +152,11 @@ for batch in eval_dl:  # expect: AL201
             if value is None or value.prepared != NO or value.kind != "loader":
                 continue
             origins = value.origins()
-            if not origins or not all(isinstance(o, cst.Call) and model.code(o.func).split(".")[-1].endswith("DataLoader")
-                                      for o in origins):
-                continue
-            if any(_already_sharded(model, o) for o in origins):
+            if not origins or not all(isinstance(o, cst.Call) and (
+                    model.code(o.func).split(".")[-1].endswith("DataLoader")
+                    or model.objects.returned_kinds.get(model.code(o.func)) == "loader") for o in origins):
+                continue  # (a loader another module's function makes: that module showed it plain)
+            if any(model.loader_shards_itself(o) for o in origins):
                 continue
             # `prepare` returns a new, sharded loader and leaves its argument as it was: what
             # matters is whether the object iterated here is a result of `prepare`
@@ -204,26 +205,6 @@ def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
         return expr
     return None
-
-
-def _already_sharded(model: FileModel, loader_call: cst.Call) -> bool:
-    text = model.code(loader_call)
-    if "DistributedSampler" in text or "sampler=" in text and "Distributed" in text:
-        return True
-    for arg in loader_call.args:
-        if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
-            value = model.value_at(arg.value)
-            if value is not None and value.origin is not None and "Distributed" in model.code(value.origin):
-                return True
-    if loader_call.args:
-        data = loader_call.args[0].value
-        value = model.value_at(data)
-        src = model.code(value.origin) if value is not None and value.origin is not None else model.code(data)
-        if ".shard(" in src or "split_between_processes" in src:
-            return True
-        if model.rank_data.varies(data):
-            return True  # built from this rank's own data (rollouts of a prepared loader's batches)
-    return False
 
 
 def _forwards_prepared_model(model: FileModel, call: cst.Call) -> bool:

@@ -129,7 +129,15 @@ for epoch in range(3):
                 continue
             method = op.origin.func.attr.value if isinstance(op.origin.func, cst.Attribute) else ""
             consequence = _CONSEQUENCES.get(method, "deadlocks under FSDP and DeepSpeed")
-            if model.guard_admits_every_rank(op.guard) == "DEEPSPEED":
+            evidence = list(model.guard_evidence(op.guard))
+            naming = _automatic_naming(model) if method == "save_state" else None
+            if naming is not None:
+                # save_state then waits for every rank before it writes (Accelerate's save_state)
+                consequence = ("on every backend calls `wait_for_everyone()` (`automatic_checkpoint_naming=True`), which "
+                               "the other ranks do not call there, so the ranks' collectives fall out of step "
+                               "(a hang or a crash)")
+                evidence.append((naming, "`automatic_checkpoint_naming=True` makes `save_state` wait for every rank"))
+            elif model.guard_admits_every_rank(op.guard) == "DEEPSPEED":
                 # `is_main_process or distributed_type == DEEPSPEED`: every rank under DeepSpeed
                 consequence = ("deadlocks under FSDP, where it needs every rank (the guard lets every rank in only "
                                "under DeepSpeed)")
@@ -142,8 +150,34 @@ for epoch in range(3):
                 f"only plain file I/O",
                 fix=_hoist(model, op),
                 tag=method or "state_dict",
-                evidence=tuple(model.guard_evidence(op.guard)),
+                evidence=tuple(evidence),
             )
+
+
+def _automatic_naming(model: FileModel) -> cst.CSTNode | None:
+    """The ``automatic_checkpoint_naming=True`` argument of a ``ProjectConfiguration`` that every
+    accelerator of the file is built with (directly, or through a name bound only to it)."""
+    configs = {}
+    for call in model.index.calls:
+        if (model.index.imports.qualify_expr(call.func) or "").endswith(".ProjectConfiguration"):
+            flag = next((a for a in call.args if a.keyword is not None
+                         and a.keyword.value == "automatic_checkpoint_naming"), None)
+            configs[call] = flag if flag is not None and model.code(flag.value) == "True" else None
+    if not configs or not model.objects.acc_constructors:
+        return None
+    found = None
+    for constructor in model.objects.acc_constructors:
+        given = next((a.value for a in constructor.args if a.keyword is not None
+                      and a.keyword.value == "project_config"), None)
+        if isinstance(given, cst.Name):
+            bound = [n.value for n in model.index.walk(model.scope_of(constructor)) if isinstance(n, cst.Assign)
+                     and any(isinstance(t.target, cst.Name) and t.target.value == given.value for t in n.targets)]
+            given = bound[0] if len(bound) == 1 else None
+        flag = configs.get(given) if isinstance(given, cst.Call) else None
+        if flag is None:
+            return None
+        found = flag
+    return found
 
 
 def _hoist(model: FileModel, op) -> Fix | None:

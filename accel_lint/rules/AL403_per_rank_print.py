@@ -17,8 +17,8 @@ class PerRankPrint(Rule):
     In code that runs on every rank of an Accelerate program (outside rank guards and
     guarded helpers, after an accelerator exists), flags the builtin `print(...)` and
     `tqdm(...)`/`trange(...)` without a `disable=` argument.
-    Not flagged: `accelerator.print`; prints whose arguments mention the rank
-    (deliberate per-rank debugging); `print(..., file=...)`; prints before the
+    Not flagged: `accelerator.print`; prints whose arguments mention the rank or the
+    accelerator's device (deliberate per-rank debugging); `print(..., file=...)`; prints before the
     accelerator is created; anything under `if accelerator.is_main_process:`.
 
     ## Why is this bad?
@@ -64,6 +64,7 @@ class PerRankPrint(Rule):
         if accelerator.is_main_process:
             print("only on the main process")
         print(f"rank {accelerator.process_index} ready")
+        print(f"GPU {accelerator.device} done")
         for batch in tqdm(dl, disable=not accelerator.is_local_main_process):
             pass
         print("to a file", file=log)
@@ -186,4 +187,7 @@ def _mentions_rank(model: FileModel, call: cst.Call) -> bool:
             return True
         if any(model.ranks.is_rank_dependent(n) for n in model.index.loads_in(arg.value)):
             return True
+        if any(isinstance(n, cst.Attribute) and n.attr.value == "device" and model.is_accelerator(n.value)
+               for n in model.index.walk(arg.value)):
+            return True  # each rank has its own device: the line says which rank it is
     return False

@@ -115,6 +115,21 @@ class MissingUnwrap(Rule):
 
     VALID = [
         """\
+        import torch
+        from accelerate import Accelerator
+        from torch.nn import Module
+        class Policy(Module):
+            def __init__(self):
+                super().__init__()
+                self.head = torch.nn.Linear(4, 2)
+            def head_parameters(self):
+                return self.head.parameters()
+        accelerator = Accelerator()
+        policy = accelerator.prepare(Policy())
+        # the class defines no `value_parameters`: an AttributeError on every backend, not the wrapper's
+        params = policy.value_parameters()
+        """,
+        """\
         from accelerate import Accelerator, DistributedType
         from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
@@ -164,6 +179,20 @@ model.save_pretrained("out")
         """,
     ]
     INVALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.nn import Module
+        class Policy(Module):
+            def __init__(self):
+                super().__init__()
+                self.head = torch.nn.Linear(4, 2)
+            def head_parameters(self):
+                return self.head.parameters()
+        accelerator = Accelerator()
+        policy = accelerator.prepare(Policy())
+        params = policy.head_parameters()  # expect: AL501
+        """,
         """
 import torch
 from accelerate import Accelerator
@@ -210,6 +239,8 @@ class Runner:
                 continue  # the branch only runs where the model is bare, or uses the wrapper it tested for
             if _is_assignment_target(model, node):
                 continue
+            if _missing_on_the_model_too(model, base, attr):
+                continue  # the model's own class has no such attribute: another bug, not the wrapper's
             acc = model.accelerator_name_in(model.scope_of(node))
             name = model.code(node.value)
             effect = _EFFECTS.get(attr, f"has no `{attr}` under DDP (AttributeError; FSDP1 and DeepSpeed's engine "
@@ -221,6 +252,62 @@ class Runner:
             yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
                           fix=_fix(model, node), tag="state_dict" if attr == "state_dict" else "attribute",
                           evidence=tuple(model.value_evidence(node.value)))
+
+
+def _missing_on_the_model_too(model: FileModel, value, attr: str) -> bool:
+    """Every object the value may hold was made by a class of this file whose whole hierarchy is
+    known (its bases are this file's classes or ``torch.nn.Module``) and defines no ``attr``."""
+    origins = value.origins()
+    if not origins:
+        return False
+    for origin in origins:
+        if not (isinstance(origin, cst.Call) and isinstance(origin.func, cst.Name)
+                and origin.func.value in model.index.classes):
+            return False
+        if _class_defines(model, origin.func.value, attr, frozenset()) is not False:
+            return False
+    return True
+
+
+def _class_defines(model: FileModel, name: str, attr: str, seen: frozenset) -> bool | None:
+    """Whether the class (or a base) defines ``attr``: a method, a class attribute, or a
+    ``self.<attr> = ...`` in one of its methods. ``None`` when a base is not known."""
+    info = model.index.classes.get(name)
+    if info is None or name in seen:
+        return None
+    if attr in info.methods or any(isinstance(n, (cst.FunctionDef, cst.ClassDef)) and n.name.value == attr
+                                   for n in info.node.body.body):
+        return True
+    for node in model.index.walk(info.node.body):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.name.value == attr:
+            return True
+        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)):
+            target = node.target
+            if isinstance(target, cst.Name) and target.value == attr:
+                return True
+            if isinstance(target, cst.Attribute) and target.attr.value == attr:
+                return True
+    for method in info.methods.values():
+        for node in model.index.walk(method):
+            if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) and \
+                    isinstance(node.target, cst.Attribute) and node.target.attr.value == attr:
+                return True
+    for base in info.bases:
+        if base in model.index.classes:
+            found = _class_defines(model, base, attr, seen | {name})
+            if found is not False:
+                return found
+        elif (model.index.imports.qualify(base.split(".")[0]) or "") + base[len(base.split(".")[0]):] \
+                not in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+            return None
+        elif attr in _NN_MODULE_ATTRIBUTES or attr.startswith("_"):
+            return True
+    return False
+
+
+# what torch.nn.Module itself defines, beyond what the wrapper also has (_MODULE_API)
+_NN_MODULE_ATTRIBUTES = _MODULE_API | {"state_dict", "get_extra_state", "set_extra_state", "ipu", "mtia",
+                                       "register_forward_pre_hook", "call_super_init", "dump_patches"}
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

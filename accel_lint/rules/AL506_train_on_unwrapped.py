@@ -4,18 +4,22 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import MAYBE, YES, FileModel, dotted_name
+from ..model import MAYBE, NO, YES, FileModel, dotted_name
 from .base import Finding, Rule
 
 
 class TrainOnUnwrapped(Rule):
-    """The prepared model's name rebound to `unwrap_model(...)` on every rank, then trained.
+    """A training loop that runs the bare module instead of the wrapper `prepare` returned.
 
     ## What it does
     Flags `model = accelerator.unwrap_model(model)` (the result bound to the name that holds
     the prepared, wrapped model) on every rank, when a training loop (one that runs a backward
     pass) calls that name's forward, or passes it to a call, afterwards: later in the function,
     or in the next pass of a loop around the rebinding.
+    Also flags the forward, in a training loop, of the module that was given to `prepare`
+    when the wrapped result was bound to another name (`ddp_model = accelerator.prepare(model)`
+    then `model(batch)`), unless the forward runs under `torch.no_grad()` or the module has no
+    trainable parameter (`prepare` does not wrap it then).
     Not flagged: a new name for the unwrapped model; a rebinding after the last training use;
     a rebinding under a rank guard (that is AL502); a model `prepare` did not wrap.
 
@@ -49,9 +53,26 @@ class TrainOnUnwrapped(Rule):
     code = "AL506"
     name = "train-on-unwrapped"
     severity = "error"
-    summary = "the prepared model's name rebound to unwrap_model() and trained again: gradients are not synchronised"
+    summary = "a training forward on the bare module, not the wrapper prepare() returned: gradients are not synchronised"
 
     VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        student = torch.nn.Linear(4, 1)
+        teacher = torch.nn.Linear(4, 1)
+        for p in teacher.parameters():
+            p.requires_grad = False
+        optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+        student, prepared_teacher, optimizer = accelerator.prepare(student, teacher, optimizer)
+        for x, y in loader:
+            target = teacher(x)  # no trainable parameter: prepare wrapped nothing
+            with torch.no_grad():
+                hint = teacher(x)
+            accelerator.backward((student(x) - target - hint).pow(2).mean())
+            optimizer.step()
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -103,6 +124,18 @@ class TrainOnUnwrapped(Rule):
         accelerator = Accelerator()
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        ddp_model, optimizer = accelerator.prepare(model, optimizer)
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()  # expect: AL506
+            accelerator.backward(loss)
+            optimizer.step()
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         model, optimizer = accelerator.prepare(model, optimizer)
         for epoch in range(2):
             for x in torch.ones(8, 4):
@@ -140,6 +173,74 @@ class TrainOnUnwrapped(Rule):
                           f"unwrapped model to a new name",
                           evidence=tuple(model.value_evidence(call.args[0].value)
                                          + [(forward, "trained here after the rebinding")]))
+        for forward, prepare, result in _bypassed_wrappers(model):
+            name = model.code(forward.func)
+            yield Finding(forward.func,
+                          f"`{name}` is the module given to `{model.code(prepare.func)}()` (line "
+                          f"{model.line_of(prepare)}), not the wrapper it returned (`{result}`); this training forward "
+                          f"bypasses the wrapper, so gradients are not averaged and the replicas drift apart; call "
+                          f"`{result}`",
+                          evidence=tuple(model.value_evidence(forward.func)
+                                         + [(prepare, f"the wrapped result is bound to `{result}`")]))
+
+
+def _bypassed_wrappers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, str]]:
+    """``(forward, prepare call, name of its result)``: a training loop calls the module that was
+    given to ``prepare``, whose wrapped result another name holds."""
+    seen: set[cst.CSTNode] = set()
+    for forward in model.index.calls:
+        func = forward.func
+        if not isinstance(func, (cst.Name, cst.Attribute)) or func in seen:
+            continue
+        value = model.value_at(func)
+        if value is None or value.kind != "model" or value.prepared != NO or value.frozen or value.not_wrapped \
+                or value.unwrapped:
+            continue
+        origins = value.origins()
+        if not origins or not all(model.was_prepared(o) for o in origins):
+            continue
+        loop = model.enclosing_loop(forward)
+        if loop is None or not model.loop_trains(loop) or _without_gradients(model, forward):
+            continue
+        found = _wrapping_prepare(model, origins, forward)
+        if found is not None:
+            seen.add(func)
+            yield forward, *found
+
+
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+
+
+def _without_gradients(model: FileModel, node: cst.CSTNode) -> bool:
+    """Under ``with torch.no_grad():`` or ``inference_mode()``: the forward makes no gradient, so
+    there is nothing for the wrapper to average."""
+    return any(isinstance(p, cst.With) and any(
+        isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
+        for i in p.items) for p in model.ancestors(node))
+
+
+def _wrapping_prepare(model: FileModel, origins: frozenset, forward: cst.Call) -> tuple[cst.Call, str] | None:
+    """The ``prepare`` call, before ``forward`` in the same function, that was given the object and
+    bound its wrapped result to a name that still holds it."""
+    for call in model.objects.prepare_calls:
+        if model.scope_of(call) is not model.scope_of(forward) or model.line_of(call) >= model.line_of(forward):
+            continue
+        assign = model.index.parents.get(call)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            continue
+        target = assign.targets[0].target
+        positional = [a.value for a in call.args if a.keyword is None]
+        targets = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+        if len(targets) != len(positional):
+            continue
+        for given, bound in zip(positional, targets):
+            held = model.value_at(given)
+            if held is None or not (held.origins() & origins) or not isinstance(bound, cst.Name):
+                continue
+            if model.kind_given_to_prepare(call, given) == "model" and not held.frozen and not held.not_wrapped \
+                    and not any(a.keyword is not None and a.keyword.value == "evaluation_mode" for a in call.args):
+                return call, bound.value
+    return None
 
 
 def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call | None:

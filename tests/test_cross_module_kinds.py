@@ -1,0 +1,89 @@
+"""Kinds across modules: what a function or class of another module of the tree makes is known
+where a script binds its result, read from that module even when it never mentions Accelerate."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from conftest import json_findings
+
+MODELS = """\
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.layer(x)
+
+    def head(self):
+        return self.layer
+
+
+def build_loader(dataset):
+    return DataLoader(dataset, batch_size=4, shuffle=True)
+
+
+def build_sharded_loader(dataset):
+    return DataLoader(dataset, batch_size=4, sampler=DistributedSampler(dataset))
+"""
+
+TRAIN = """\
+import torch
+from accelerate import Accelerator
+from models import Net, build_loader, build_sharded_loader
+
+accelerator = Accelerator()
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train_loader = {make}(dataset)
+model, optimizer, _ = accelerator.prepare(model, optimizer, {make}(dataset))
+for batch in train_loader:
+    accelerator.backward(model(batch).sum())
+    optimizer.step()
+head = model.head()
+"""
+
+
+def project(tmp_path: Path, make: str) -> Path:
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "train.py").write_text(TRAIN.format(make=make))
+    return tmp_path
+
+
+def test_a_loader_made_in_another_module_and_never_prepared_is_reported_with_its_maker(tmp_path: Path):
+    _, found = json_findings("--no-cache", ".", cwd=project(tmp_path, "build_loader"))
+    by_code = {d["code"]: d for d in found}
+    assert set(by_code) == {"AL201", "AL501"}, found
+    assert by_code["AL201"]["line"] == 10
+    facts = [e["fact"] for e in by_code["AL201"]["evidence"]]
+    assert any("build_loader(dataset)" in f and "another module" in f for f in facts), facts
+    # the class of another module is a model: the wrapper has no `head`
+    assert by_code["AL501"]["line"] == 13
+
+
+def test_a_loader_another_module_shards_itself_stays_unknown(tmp_path: Path):
+    _, found = json_findings("--no-cache", ".", cwd=project(tmp_path, "build_sharded_loader"))
+    assert [d["code"] for d in found] == ["AL501"], found
+
+
+def test_a_single_process_tool_importing_a_model_class_is_still_single_process(tmp_path: Path):
+    """An inference script that builds an accelerator only for its device: knowing what an
+    imported class makes must not turn it into a multi-process program."""
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "infer.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from models import Net
+        accelerator = Accelerator()
+        net = Net().to(accelerator.device)
+        torch.save(net.state_dict(), "out.pt")
+        print("saved")
+    """))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert found == []
