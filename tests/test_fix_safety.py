@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from accel_lint.config import Config
 from accel_lint.fixes import fix_source
 
@@ -302,3 +304,42 @@ def test_the_per_rank_print_fix_is_not_offered_where_a_path_leaves_the_accelerat
     fixes = {d.line: f for d, f in result.fixes if d.code == "AL403"}
     assert [d.line for d in result.diagnostics if d.code == "AL403"] == [7, 14]
     assert 7 not in fixes and fixes[14].applicability == "safe"
+
+
+@pytest.mark.parametrize("gathered, safe", [
+    ("batch['labels']", True),
+    ("model(**batch).logits.argmax(dim=-1)", True),
+    ("(logits - batch['labels']).abs()", True),
+    ("(logits, batch['labels'])", True),
+    ("logits.float().cpu()", True),
+    ("loss", False),                       # one scalar per rank
+    ("loss.mean()", False),
+    ("logits.argmax()", False),            # no dimension: one value
+    ("logits.sum(dim=0)", False),
+    ("logits[0]", False),                  # the first sample only
+    ("unknown(batch)", False),
+])
+def test_the_gather_fix_is_safe_only_on_a_value_with_one_row_per_sample(gathered, safe):
+    """AL203's precondition, from the model's values: `gather_for_metrics` cuts the last round by
+    counting rows, which is right only where the rows are the batch's samples."""
+    from accel_lint.engine import lint_source
+
+    source = textwrap.dedent(f"""\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
+        accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        model, eval_dl = accelerator.prepare(model, DataLoader(eval_ds, batch_size=8))
+        model.eval()
+        for batch in eval_dl:
+            with torch.no_grad():
+                out = model(**batch)
+            logits = out.logits
+            loss = out.loss
+            metric.append(accelerator.gather({gathered}))
+    """)
+    result = lint_source(source.encode(), "x.py", Config(), want_fixes=True)
+    fixes = [f.applicability for d, f in result.fixes if d.code == "AL203"]
+    assert fixes == ["safe" if safe else "unsafe"]

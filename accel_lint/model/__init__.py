@@ -50,6 +50,27 @@ from ..library import Library, default_library
 __all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO", "shorten"]
 
 
+def _disjuncts(test: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """The parts of ``a or b or c``, in order (``[test]`` for anything else)."""
+    if test is None:
+        return []
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _disjuncts(test.left) + _disjuncts(test.right)
+    return [test]
+
+
+def backend_compared(expr: cst.BaseExpression) -> str | None:
+    """``accelerator.distributed_type == DistributedType.DEEPSPEED``: ``"DEEPSPEED"``."""
+    if isinstance(expr, cst.Comparison) and isinstance(expr.left, cst.Attribute) \
+            and expr.left.attr.value == "distributed_type" and len(expr.comparisons) == 1 \
+            and isinstance(expr.comparisons[0].operator, (cst.Equal, cst.Is)):
+        comparator = expr.comparisons[0].comparator
+        if isinstance(comparator, cst.SimpleString):
+            return comparator.evaluated_value or None
+        return last_attr(comparator) or None
+    return None
+
+
 def shorten(text: str, limit: int = 70) -> str:
     """Source text on one line, cut to ``limit`` characters (for messages and evidence)."""
     text = " ".join(text.split())
@@ -793,20 +814,26 @@ class FileModel:
         """The backend under which a rank guard lets every rank in: ``"DEEPSPEED"`` for ``if
         accelerator.is_main_process or accelerator.distributed_type == DistributedType.DEEPSPEED:``
         (a widely copied workaround); ``None`` for a plain guard."""
-        test = getattr(guard.node, "test", None) if guard is not None else None
-        pending = [test] if test is not None else []
-        while pending:
-            expr = pending.pop()
-            if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
-                pending += [expr.left, expr.right]
-            elif isinstance(expr, cst.Comparison) and isinstance(expr.left, cst.Attribute) \
-                    and expr.left.attr.value == "distributed_type" and len(expr.comparisons) == 1 \
-                    and isinstance(expr.comparisons[0].operator, (cst.Equal, cst.Is)):
-                backend = last_attr(expr.comparisons[0].comparator) or ""
-                if isinstance(expr.comparisons[0].comparator, cst.SimpleString):
-                    backend = expr.comparisons[0].comparator.evaluated_value
-                if backend:
-                    return backend
+        for part in _disjuncts(getattr(guard.node, "test", None) if guard is not None else None):
+            backend = backend_compared(part)
+            if backend:
+                return backend
+        return None
+
+    def guard_admits_every_rank_where(self, guard: Guard | None) -> cst.BaseExpression | None:
+        """The part of a rank guard's ``or`` that lets every rank in where it holds: a comparison of
+        ``distributed_type`` with a backend, or a plain flag that is the same on every rank (``if
+        args.use_deepspeed or accelerator.is_main_process:``); ``None`` for a plain guard. A
+        negated flag (``not args.distributed or ...``) is left out: it usually means one process."""
+        parts = _disjuncts(getattr(guard.node, "test", None) if guard is not None else None)
+        if len(parts) < 2 or not any(self.ranks.is_rank_dependent(p) for p in parts):
+            return None
+        for part in parts:
+            if backend_compared(part):
+                return part
+            if isinstance(part, (cst.Name, cst.Attribute)) and not self.ranks.is_rank_dependent(part) \
+                    and not self.is_accelerator(part) and self._single_process_test(part) is None:
+                return part
         return None
 
     def under_rank_condition(self, node: cst.CSTNode) -> bool:

@@ -128,21 +128,24 @@ def _loop_targets(loop: cst.For) -> set[str]:
 
 
 def _assigned_in_loop(model, name: str, loop: cst.For, read: cst.CSTNode) -> cst.BaseExpression | None:
-    """The value of the last plain ``name = value`` in the loop body before ``read``, when it is
-    the only binding of ``name`` in the body (a second one could hold anything)."""
-    found: list[cst.Assign] = []
-    others = 0
+    """The value of the last binding of ``name`` in the loop body before ``read``, when it is a
+    plain ``name = value`` that runs on every pass (not under an ``if``, a ``try`` or an inner
+    loop): that value is what the read sees. Bindings after the read are overwritten by it."""
+    read_line = model.line_of(read)
+    last: cst.CSTNode | None = None
     for node in model.index.walk(loop.body):
-        if type(node) is cst.Assign:
-            if any(type(t.target) is cst.Name and t.target.value == name for t in node.targets):
-                found.append(node)
-            elif any(name in bound_names(t.target) for t in node.targets):
-                others += 1
-        elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr) and \
-                name in bound_names(node.target):
-            others += 1
-    if len(found) != 1 or others:
+        if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.With):
+            targets = ([t.target for t in node.targets] if type(node) is cst.Assign else
+                       [i.asname.name for i in node.items if i.asname is not None] if type(node) is cst.With else
+                       [node.target])
+            if any(name in bound_names(t) for t in targets) and model.line_of(node) < read_line:
+                if last is None or model.line_of(node) >= model.line_of(last):
+                    last = node
+    if type(last) is not cst.Assign or len(last.targets) != 1 or type(last.targets[0].target) is not cst.Name:
         return None
-    if model.line_of(found[0]) > model.line_of(read):
-        return None
-    return found[0].value
+    for ancestor in model.index.ancestors(last):
+        if ancestor is loop:
+            return last.value
+        if type(ancestor) in (cst.If, cst.Try, cst.For, cst.While, cst.IfExp):
+            return None
+    return None

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel
+from ..model import FileModel, backend_compared, shorten
 from ..model.names import dotted_name
 from .base import Finding, Fix, Rule, guard_statement_fix, quote, wrap_in_guard
 
@@ -23,7 +23,9 @@ class UnguardedWrite(Rule):
     unlike transformers 5 models, they do not gate themselves). Which calls write, where their
     path is and which keywords make them safe is the library table (`accel_lint/library.toml`,
     extended by `extend-writes` in `[tool.accel-lint]`).
-    Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
+    Under a guard whose `or` also lets every rank in where a uniform flag or backend holds
+    (`if args.use_deepspeed or accelerator.is_main_process:`), the write is flagged as racing
+    there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
     `shutil.rmtree(d, ignore_errors=True)`); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample),
     writes inside `with accelerator.split_between_processes(...)` or
@@ -68,6 +70,14 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        """
+import shutil
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+if not args.distributed or accelerator.is_main_process:
+    shutil.rmtree("checkpoint-100")  # one process, or the main one
+""",
         """
 import json, torch
 from accelerate import Accelerator
@@ -136,6 +146,14 @@ if accelerator.is_main_process or accelerator.distributed_type == DistributedTyp
     shutil.rmtree("checkpoint-100")  # expect: AL401
     accelerator.save_state("checkpoint-200")
 """,
+        """
+import shutil
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+if args.use_deepspeed or accelerator.is_main_process:
+    shutil.rmtree("checkpoint-100")  # expect: AL401
+""",
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
@@ -143,7 +161,7 @@ if accelerator.is_main_process or accelerator.distributed_type == DistributedTyp
             call = write.call
             if write.tolerant:
                 continue  # `exist_ok=True`, `ignore_errors=True`: every rank may run it at once
-            admitted = model.guard_admits_every_rank(model.rank_guard_of(call))
+            admitted = model.guard_admits_every_rank_where(model.rank_guard_of(call))
             if model.under_rank_condition(call) and admitted is None:
                 continue
             scope = model.scope_of(call)
@@ -166,19 +184,26 @@ if accelerator.is_main_process or accelerator.distributed_type == DistributedTyp
                 guard = model.rank_guard_of(call)
                 yield Finding(
                     call,
-                    f"`{write.what}` writes {path} on every rank at once under {_BACKENDS.get(admitted, admitted)}: the guard "
+                    f"`{write.what}` writes {path} on every rank at once {_where(model, admitted)}: the guard "
                     f"{quote(model.code(guard.condition), 60)} (line {model.line_of(guard.node)}) lets every rank in "
                     f"there, so the ranks race on the same path; test `{acc}.is_main_process` alone around the file "
                     f"I/O",
-                    evidence=tuple(model.guard_evidence(guard)),
+                    evidence=(*model.guard_evidence(guard),
+                              (admitted, f"`{shorten(model.code(admitted))}` is the same on every rank: where it "
+                                         f"holds, every rank enters")),
                 )
                 continue
+            # no rank guard holds it: every rank that gets there runs it
+            every_rank = ((site if site is not None else call),
+                          "no rank guard around it: every rank runs it" if site is None else
+                          "called here with no rank guard around it: every rank runs the write")
             if write.creates_directory:
                 yield Finding(
                     call,
                     f"`{write.what}` creates {path} on every rank at once{via}: where it does not exist yet the "
                     f"ranks race, and the ones that lose raise `FileExistsError` (an `exists()` check before it does "
                     f"not help); pass `exist_ok=True`",
+                    evidence=(every_rank,),
                 )
                 continue
             yield Finding(
@@ -186,10 +211,19 @@ if accelerator.is_main_process or accelerator.distributed_type == DistributedTyp
                 f"`{write.what}` writes {path} on every rank at once{via}, which corrupts or races on a shared "
                 f"file system; guard it with `if {acc}.is_main_process:` or use `{acc}.save()`",
                 fix=_guard(model, call, site),
+                evidence=(every_rank,),
             )
 
 
 _BACKENDS = {"DEEPSPEED": "DeepSpeed", "MULTI_GPU": "DDP", "FSDP": "FSDP", "MULTI_CPU": "DDP on CPUs", "XLA": "XLA"}
+
+
+def _where(model: FileModel, admitted: cst.BaseExpression) -> str:
+    """``under DeepSpeed`` for a backend comparison, ``where `args.use_deepspeed` is true`` else."""
+    backend = backend_compared(admitted)
+    if backend is not None:
+        return f"under {_BACKENDS.get(backend, backend)}"
+    return f"where {quote(model.code(admitted), 40)} is true"
 
 
 def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:
