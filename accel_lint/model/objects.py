@@ -140,6 +140,9 @@ def _expects_wrapper(param: cst.Param) -> bool:
 MAX_WALKS_PER_SCOPE = 15
 
 # library EMA wrappers whose averaged copy holds no trainable parameter
+# library Modules built from another model's submodules (diffusers' container of a UNet's
+# attention processors, which LoRA scripts prepare instead of the UNet)
+_MODULE_CONTAINERS = frozenset({"diffusers.loaders.AttnProcsLayers", "diffusers.loaders.utils.AttnProcsLayers"})
 _EMA_CONSTRUCTORS = frozenset({"ema_pytorch.EMA", "ema_pytorch.PostHocEMA", "ema_pytorch.ema_pytorch.EMA",
                                "timm.utils.ModelEma", "timm.utils.ModelEmaV2", "timm.utils.ModelEmaV3",
                                "timm.utils.model_ema.ModelEmaV2", "timm.utils.model_ema.ModelEmaV3"})
@@ -753,6 +756,8 @@ class ObjectTracker:
             return "model"  # a layer or container of layers: a module
         if qual.startswith(("transformers.", "diffusers.")) and re.search(r"(Model|For[A-Z]\w+)$", short):
             return "model"  # a library model class built from its config
+        if qual in _MODULE_CONTAINERS:
+            return "model"  # a torch Module holding another model's submodules
         return None
 
     def _may_hold_parameters(self, cls, seen: frozenset = frozenset()) -> bool:

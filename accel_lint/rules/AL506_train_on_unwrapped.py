@@ -19,7 +19,10 @@ class TrainOnUnwrapped(Rule):
     Also flags the forward, in a training loop, of the module that was given to `prepare`
     when the wrapped result was bound to another name (`ddp_model = accelerator.prepare(model)`
     then `model(batch)`), unless the forward runs under `torch.no_grad()` or the module has no
-    trainable parameter (`prepare` does not wrap it then).
+    trainable parameter (`prepare` does not wrap it then). And the forward of a model when
+    `prepare` was given a module made from that model's parts instead
+    (`lora_layers = AttnProcsLayers(unet.attn_processors)`) and nothing ever calls that module
+    or its wrapper.
     Not flagged: a new name for the unwrapped model; a rebinding after the last training use;
     a rebinding under a rank guard (that is AL502); a model `prepare` did not wrap.
 
@@ -28,8 +31,8 @@ class TrainOnUnwrapped(Rule):
     gradients, so each rank trains its own copy and the replicas drift apart. Nothing fails.
     Under FSDP and ZeRO-3 the bare module holds only this rank's shards of the parameters.
 
-    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al506_train_on_unwrapped_bad.py`): after
-    the second epoch the two ranks' parameters differ.
+    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al506_*_bad.py`, one per shape): the two
+    ranks end with different parameters; the `_good` twins end with the same.
 
     ## Example
     ```python
@@ -121,6 +124,21 @@ class TrainOnUnwrapped(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from diffusers import UNet2DConditionModel
+        from diffusers.loaders import AttnProcsLayers
+        accelerator = Accelerator()
+        unet = UNet2DConditionModel.from_pretrained("stable-diffusion", subfolder="unet")
+        lora_layers = AttnProcsLayers(unet.attn_processors)
+        optimizer = torch.optim.AdamW(lora_layers.parameters(), lr=1e-4)
+        lora_layers, optimizer, loader = accelerator.prepare(lora_layers, optimizer, loader)
+        for batch in loader:
+            noise_pred = unet(batch["latents"], batch["timesteps"], batch["text"]).sample  # expect: AL506
+            accelerator.backward(noise_pred.pow(2).mean())
+            optimizer.step()
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
         accelerator = Accelerator()
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -173,6 +191,14 @@ class TrainOnUnwrapped(Rule):
                           f"unwrapped model to a new name",
                           evidence=tuple(model.value_evidence(call.args[0].value)
                                          + [(forward, "trained here after the rebinding")]))
+        for forward, prepare, container, owner in _bypassed_containers(model):
+            yield Finding(forward.func,
+                          f"`{model.code(prepare.func)}()` (line {model.line_of(prepare)}) wrapped `{container}`, made "
+                          f"from `{owner}`'s modules, but nothing calls it: this training forward runs `{owner}` "
+                          f"directly, so the wrapper never arms the gradient all-reduce and each rank trains its own "
+                          f"copy; prepare `{owner}` itself",
+                          evidence=tuple(model.value_evidence(forward.func)
+                                         + [(prepare, f"`{container}` is prepared here and never called")]))
         for forward, prepare, result in _bypassed_wrappers(model):
             name = model.code(forward.func)
             yield Finding(forward.func,
@@ -193,8 +219,9 @@ def _bypassed_wrappers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, s
         if not isinstance(func, (cst.Name, cst.Attribute)) or func in seen:
             continue
         value = model.value_at(func)
-        if value is None or value.kind != "model" or value.prepared != NO or value.frozen or value.not_wrapped \
-                or value.unwrapped:
+        # kind unknown here is enough when what it holds went to `prepare` as a model (checked below)
+        if value is None or value.kind not in ("model", None) or value.prepared != NO or value.frozen \
+                or value.not_wrapped or value.unwrapped:
             continue
         origins = value.origins()
         if not origins or not all(model.was_prepared(o) for o in origins):
@@ -209,6 +236,56 @@ def _bypassed_wrappers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, s
 
 
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+
+
+def _bypassed_containers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, str, str]]:
+    """``(forward, prepare call, container, owner)``: ``prepare`` was given a module made from
+    another model's parts (``lora_layers = AttnProcsLayers(unet.attn_processors)``), nothing ever
+    calls that module or its wrapper, and a training loop runs the owner's forward (``unet(...)``)
+    instead: the wrapper's forward, which arms the gradient all-reduce, never runs."""
+    called = {model.code(c.func) for c in model.index.calls}
+    for prepare in model.objects.prepare_calls:
+        assign = model.index.parents.get(prepare)
+        targets: list = []
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            target = assign.targets[0].target
+            targets = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+        positional = [a.value for a in prepare.args if a.keyword is None]
+        for i, given in enumerate(positional):
+            held = model.value_at(given)
+            origin = held.origin if held is not None else None
+            if held is None or held.kind != "model" or not isinstance(origin, cst.Call) or held.frozen:
+                continue
+            owner = _owner_of_parts(model, origin)
+            result = model.code(targets[i]) if i < len(targets) else None
+            if owner is None or model.code(given) in called or (result is not None and result in called):
+                continue
+            forward = _owner_trained_after(model, owner, prepare)
+            if forward is not None:
+                yield forward, prepare, model.code(given), owner
+
+
+def _owner_of_parts(model: FileModel, made: cst.Call) -> str | None:
+    """``unet`` for ``AttnProcsLayers(unet.attn_processors)``: the one argument is an attribute of a
+    model the file knows (its modules become the new module's), not the model itself."""
+    if len(made.args) != 1 or not isinstance(made.args[0].value, cst.Attribute):
+        return None
+    base = made.args[0].value.value
+    value = model.value_at(base)
+    if value is None or value.kind != "model" or value.prepared != NO:
+        return None
+    return model.code(base)
+
+
+def _owner_trained_after(model: FileModel, owner: str, prepare: cst.Call) -> cst.Call | None:
+    for call in model.index.calls:
+        if model.code(call.func) != owner or model.line_of(call) <= model.line_of(prepare) \
+                or model.scope_of(call) is not model.scope_of(prepare) or _without_gradients(model, call):
+            continue
+        loop = model.enclosing_loop(call)
+        if loop is not None and model.loop_trains(loop):
+            return call
+    return None
 
 
 def _without_gradients(model: FileModel, node: cst.CSTNode) -> bool:
