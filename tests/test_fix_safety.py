@@ -343,3 +343,38 @@ def test_the_gather_fix_is_safe_only_on_a_value_with_one_row_per_sample(gathered
     result = lint_source(source.encode(), "x.py", Config(), want_fixes=True)
     fixes = [f.applicability for d, f in result.fixes if d.code == "AL203"]
     assert fixes == ["safe" if safe else "unsafe"]
+
+
+def test_safe_fixes_leave_rank_local_prints_and_training_scopes_alone():
+    """From the review of safe fixes on outside code: `accelerator.print` of a value that differs
+    between ranks keeps only the main process's value (unsafe), and `unwrap_model(m).part` where
+    the function runs a backward pass may feed a loss term the wrapper never sees (unsafe); the
+    same fixes stay safe on a uniform value and under `no_grad`."""
+    from accel_lint.engine import lint_source
+
+    source = textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(ds, batch_size=2))
+        def train_step(batch):
+            head = model.head
+            loss = model(batch).sum() + head(batch).sum()
+            accelerator.backward(loss)
+            return loss
+        def sample(batch):
+            with torch.no_grad():
+                return model.head(batch)
+        total = 0.0
+        for batch in loader:
+            total += train_step(batch).item()
+        print(f"loss {total}")
+        print("finished")
+    """)
+    result = lint_source(source.encode(), "x.py", Config(), want_fixes=True)
+    fixes = {(d.code, d.line): f.applicability for d, f in result.fixes}
+    assert fixes[("AL501", 9)] == "unsafe" and fixes[("AL501", 15)] == "safe"
+    assert fixes[("AL403", 19)] == "unsafe" and fixes[("AL403", 20)] == "safe"

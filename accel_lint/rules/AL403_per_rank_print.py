@@ -45,8 +45,9 @@ class PerRankPrint(Rule):
     added to the bar, when exactly one accelerator is in scope.
     It assumes that accelerator is bound on every path that reaches the call: a print before
     `accelerator = Accelerator()`, or after an `if` that binds it in one branch only, gets no
-    fix (the replacement would raise `UnboundLocalError`). The text printed is the same;
-    only the ranks that print it change.
+    fix (the replacement would raise `UnboundLocalError`). It also assumes every rank would
+    print the same text: where an argument differs between ranks (a loss of this rank's
+    batches), only the main process's value is left, so the fix is unsafe there.
     """
 
     code = "AL403"
@@ -123,7 +124,10 @@ class PerRankPrint(Rule):
             if kind == "print":
                 if any(a.keyword is not None and a.keyword.value == "file" for a in call.args):
                     continue
-                fix = Fix("safe", f"use `{acc}.print`", ((call.func, cst.parse_expression(f"{acc}.print")),)) if acc else None
+                # a value that differs between ranks: printing only the main one's is not the same
+                varies = any(model.rank_data.varies(a.value) for a in call.args)
+                fix = Fix("unsafe" if varies else "safe", f"use `{acc}.print`",
+                          ((call.func, cst.parse_expression(f"{acc}.print")),)) if acc else None
                 yield Finding(call, f"`print()` runs on every rank, so the line appears once per process; use "
                                     f"`{shown}.print()`", fix=fix)
             else:

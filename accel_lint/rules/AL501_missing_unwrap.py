@@ -102,10 +102,10 @@ class MissingUnwrap(Rule):
     FSDP/ZeRO-3, so the fix would create AL302. No fix when several accelerators are in scope.
     It assumes the object is what that accelerator prepared (`unwrap_model` of anything
     else returns it unchanged, so the fix is harmless there too) and that the accelerator is
-    bound on every path to the line; otherwise no fix is offered. Unsafe where the attribute
-    is a method called in a loop or function that runs a backward pass (a custom training
-    forward such as `model.forward_process(batch)`): on the bare module it skips the wrapper's
-    forward, so under DDP the gradients would no longer be synchronised.
+    bound on every path to the line; otherwise no fix is offered. Unsafe in a loop or function
+    that runs a backward pass, outside `no_grad` (a custom training forward such as
+    `model.forward_process(batch)`, or a submodule whose output becomes a loss term): the bare
+    module skips the wrapper, so under DDP those gradients would no longer be synchronised.
     """
 
     code = "AL501"
@@ -362,8 +362,8 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
         safe = model.rank_guard_of(call) is None
         return Fix("safe" if safe else "unsafe", f"use `{acc}.get_state_dict(...)`", ((call, new),))
     unwrapped = cst.parse_expression(f"{acc}.unwrap_model()").with_changes(args=[cst.Arg(base)])
-    # a method of the bare module called where the program trains runs a forward that skips the
-    # wrapper: under DDP its gradients are then never synchronised (worse than the AttributeError)
+    # the bare module used where the program trains may compute a loss term outside the wrapper:
+    # under DDP its gradients are then never synchronised (worse than the AttributeError)
     safety = "unsafe" if _called_where_training(model, node) else "safe"
     if attr in ("module", "_orig_mod"):
         return Fix(safety, f"use `{acc}.unwrap_model(...)`", ((node, unwrapped),))
@@ -371,15 +371,22 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
 
 
 def _called_where_training(model: FileModel, node: cst.Attribute) -> bool:
-    """``m.attr(...)`` in a loop that runs a backward pass, or in a function that does."""
-    call = model.index.parents.get(node)
-    if not isinstance(call, cst.Call) or call.func is not node:
+    """``m.attr`` in a loop that runs a backward pass, or in a function that does, outside
+    ``no_grad``: what the bare module computes there may reach a backward that the wrapper's
+    reducer never sees (a second loss term from ``unwrap_model(m).part``), so its gradients
+    would not be averaged."""
+    if any(isinstance(p, cst.With) and any(
+            isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
+            for i in p.items) for p in model.ancestors(node)):
         return False
-    loop = model.enclosing_loop(call)
+    loop = model.enclosing_loop(node)
     if loop is not None and model.loop_trains(loop):
         return True
     return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"
-               for c in model.calls_in(model.scope_of(call)))
+               for c in model.calls_in(model.scope_of(node)))
+
+
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 
 
 def _is_assignment_target(model: FileModel, node: cst.CSTNode) -> bool:
