@@ -378,3 +378,27 @@ def test_safe_fixes_leave_rank_local_prints_and_training_scopes_alone():
     fixes = {(d.code, d.line): f.applicability for d, f in result.fixes}
     assert fixes[("AL501", 9)] == "unsafe" and fixes[("AL501", 15)] == "safe"
     assert fixes[("AL403", 19)] == "unsafe" and fixes[("AL403", 20)] == "safe"
+
+
+@pytest.mark.parametrize("accumulate, steps, safe", [
+    (True, "4", True),      # inside accumulate(): accelerator.backward's division is what the loop expects
+    (False, "1", True),     # no accumulation: the division is by 1
+    (False, "4", False),    # outside accumulate(): the optimizer steps every micro-step on gradients / 4
+])
+def test_the_raw_backward_fix_assumes_no_accumulation_outside_accumulate(accumulate, steps, safe):
+    from accel_lint.engine import lint_source
+
+    body = ("    with accelerator.accumulate(model):\n        loss = model(batch).sum()\n        loss.backward()\n"
+            if accumulate else "    loss = model(batch).sum()\n    loss.backward()\n")
+    source = textwrap.dedent(f"""\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator(gradient_accumulation_steps={steps})
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(ds, batch_size=2))
+        for batch in loader:
+    """) + body + "    optimizer.step()\n"
+    result = lint_source(source.encode(), "x.py", Config(), want_fixes=True)
+    assert [f.applicability for d, f in result.fixes if d.code == "AL101"] == ["safe" if safe else "unsafe"]
