@@ -521,8 +521,10 @@ def _helper_kinds(path: str) -> dict[str, str]:
         with open(path, "rb") as f:
             data = f.read()
         kinds = FileModel(cst.parse_module(data)).exported_kinds() if len(data) < 2_000_000 else {}
-    except (OSError, cst.ParserSyntaxError, RecursionError, ValueError):
+    except Exception:  # noqa: BLE001 - a module that cannot be read or analysed tells nothing
         return {}
+    if len(_HELPER_KINDS) > 4096:  # a long editor session: forget old versions
+        _HELPER_KINDS.clear()
     _HELPER_KINDS[key] = kinds
     return kinds
 

@@ -102,8 +102,9 @@ class MissingUnwrap(Rule):
     FSDP/ZeRO-3, so the fix would create AL302. No fix when several accelerators are in scope.
     It assumes the object is what that accelerator prepared (`unwrap_model` of anything
     else returns it unchanged, so the fix is harmless there too) and that the accelerator is
-    bound on every path to the line; otherwise no fix is offered. Unsafe in a loop or function
-    that runs a backward pass, outside `no_grad` (a custom training forward such as
+    bound on every path to the line; otherwise no fix is offered. Unsafe in a loop that runs a
+    backward pass, or before a backward pass of the same function, outside `no_grad` (a custom
+    training forward such as
     `model.forward_process(batch)`, or a submodule whose output becomes a loss term): the bare
     module skips the wrapper, so under DDP those gradients would no longer be synchronised.
     """
@@ -371,10 +372,10 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
 
 
 def _called_where_training(model: FileModel, node: cst.Attribute) -> bool:
-    """``m.attr`` in a loop that runs a backward pass, or in a function that does, outside
-    ``no_grad``: what the bare module computes there may reach a backward that the wrapper's
-    reducer never sees (a second loss term from ``unwrap_model(m).part``), so its gradients
-    would not be averaged."""
+    """``m.attr`` in a loop that runs a backward pass, or before a backward pass of its function,
+    outside ``no_grad``: what the bare module computes there may reach a backward that the
+    wrapper's reducer never sees (a second loss term from ``unwrap_model(m).part``), so its
+    gradients would not be averaged."""
     if any(isinstance(p, cst.With) and any(
             isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
             for i in p.items) for p in model.ancestors(node)):
@@ -382,7 +383,9 @@ def _called_where_training(model: FileModel, node: cst.Attribute) -> bool:
     loop = model.enclosing_loop(node)
     if loop is not None and model.loop_trains(loop):
         return True
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"
+    # a backward later in the function may consume what the bare module computed here
+    line = model.line_of(node)
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" and model.line_of(c) > line
                for c in model.calls_in(model.scope_of(node)))
 
 
