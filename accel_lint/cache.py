@@ -1,4 +1,6 @@
-"""The on-disk cache of per-file results, keyed by content hash + enabled rules + settings + version.
+"""The on-disk cache of per-file results, keyed by content hash + enabled rules + settings +
+version + a fingerprint of the analyzer's own sources (so an upgraded or edited analyzer never
+reuses what an older one found).
 
 Layout (as ruff does): ``.accel_lint_cache/`` next to the configuration, with a ``.gitignore``
 that ignores everything in it; one small JSON file per cached result. Only files that pass the
@@ -11,6 +13,7 @@ what a file's findings depend on in other files.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,9 +27,25 @@ CACHE_DIR_NAME = ".accel_lint_cache"
 CACHE_FORMAT = 8  # bump when an entry's layout changes
 
 
+@functools.lru_cache(maxsize=1)
+def analyzer_fingerprint() -> str:
+    """A digest of the package's Python sources and data files: a result is only valid for the
+    analyzer that computed it, and the version number alone does not change with every fix."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml") and p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            pass
+    return digest.hexdigest()[:16]
+
+
 def cache_key(data: bytes, enabled_codes: list[str], settings: str) -> str:
     digest = hashlib.sha256()
-    digest.update(f"{__version__}\0{CACHE_FORMAT}\0{','.join(enabled_codes)}\0{settings}\0".encode())
+    digest.update(f"{__version__}\0{CACHE_FORMAT}\0{analyzer_fingerprint()}\0{','.join(enabled_codes)}\0"
+                  f"{settings}\0".encode())
     digest.update(data)
     return digest.hexdigest()
 

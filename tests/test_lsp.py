@@ -144,7 +144,8 @@ async def test_open_publishes_codes_ranges_severities_docs_and_related_lines(cli
     assert related.location.uri == path.as_uri()
     assert related.location.range.start.line == 84 and related.location.range.start.character == 8
     assert related.message == "if accelerator.is_main_process:"
-    assert backward.related_information is None
+    # AL101 cites where the optimizer it bypasses was made and prepared
+    assert [r.message for r in backward.related_information][-1] == "`accelerator.prepare(...)` returned wrapped here"
 
 
 @lsp_test

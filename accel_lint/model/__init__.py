@@ -1014,6 +1014,21 @@ class FileModel:
                     accumulates = True
         return exprs, accumulates
 
+    def accumulation_evidence(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, str]]:
+        """Why ``node`` runs on gradient-accumulation micro-steps: the ``accumulate()`` block around
+        it, or the ``gradient_accumulation_steps`` (or plugin) its file's accelerator is built with."""
+        for parent in self.ancestors(node):
+            if isinstance(parent, cst.With):
+                for item in parent.items:
+                    if isinstance(item.item, cst.Call) and last_attr(item.item.func) == "accumulate":
+                        return [(item.item, "inside `accumulate()`: the optimizer updates only on its sync step")]
+        for ctor in self.objects.acc_constructors:
+            for arg in ctor.args:
+                if arg.keyword is not None and arg.keyword.value in ("gradient_accumulation_steps",
+                                                                       "gradient_accumulation_plugin"):
+                    return [(arg, f"`{shorten(self.code(arg))}`: the accelerator accumulates gradients")]
+        return []
+
     def inside_accumulate(self, node: cst.CSTNode) -> bool:
         """Lexically inside ``with <accelerator>.accumulate(...)`` in the same function."""
         for parent in self.ancestors(node):

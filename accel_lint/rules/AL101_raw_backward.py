@@ -146,6 +146,7 @@ class Trainer:
                 f"{quote(text + '.backward()')} bypasses `{acc}.backward()`: gradient-accumulation and fp16 loss "
                 f"scaling are skipped and under DeepSpeed the model never updates; use `{acc}.backward({text})`",
                 fix=self._fix(model, call, loss, scope),
+                evidence=tuple(self._prepared_evidence(model, scope)),
             )
 
     @staticmethod
@@ -197,6 +198,16 @@ class Trainer:
                     return None  # `engine.backward(loss)`: an object's method, not a tensor's
             return receiver
         return None
+
+    @staticmethod
+    def _prepared_evidence(model: FileModel, scope) -> list:
+        """Where the optimizer (else the model) this scope trains was made and prepared."""
+        for wanted in ("optimizer", "model"):
+            for node, value in model.objects.values.items():
+                if value.prepared in (YES, MAYBE) and value.kind == wanted and model.scope_of(node) is scope \
+                        and value.prepared_at is not None:
+                    return model.value_evidence(node)
+        return []
 
     @staticmethod
     def _prepared_kinds_in(model: FileModel, scope) -> set[str]:

@@ -128,6 +128,7 @@ class DoubleLossScaling(Rule):
                 f"gradient_accumulation_steps again: the gradients are scaled by 1/GA² and the effective learning rate "
                 f"is GA times too small; drop the manual division",
                 fix=fix,
+                evidence=tuple(model.accumulation_evidence(call)),
             )
 
 

@@ -109,9 +109,13 @@ class RawClipGradNorm(Rule):
                 unsafe = any(a.keyword is not None and a.keyword.value in _UNSAFE_KEYWORDS for a in call.args)
                 fix = Fix("unsafe" if unsafe else "safe", f"use `{acc}.{fn}`",
                           ((call.func, cst.parse_expression(f"{acc}.{fn}")),))
+            clipped = call.args[0].value
+            owner = clipped.func.value if isinstance(clipped, cst.Call) and isinstance(clipped.func, cst.Attribute) \
+                else clipped
             yield Finding(call, f"`torch.nn.utils.{fn}` on a prepared model clips the still-scaled gradients under "
                                 f"fp16 (so it never clips) and each rank's own shard under FSDP; use "
-                                f"`{acc or 'accelerator'}.{fn}(...)`", fix=fix)
+                                f"`{acc or 'accelerator'}.{fn}(...)`", fix=fix,
+                          evidence=tuple(model.value_evidence(owner)))
 
 
 def _from_prepared(model: FileModel, expr: cst.BaseExpression) -> bool:

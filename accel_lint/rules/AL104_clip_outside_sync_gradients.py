@@ -141,7 +141,8 @@ class ClipOutsideSyncGradients(Rule):
                                 f"partial gradients (and under fp16 unscales twice before the update); guard it "
                                 f"with `if {acc or 'accelerator'}.sync_gradients:`",
                           fix=guard_statement_fix(model, call, model.accelerator_for_fix(call), "sync_gradients",
-                                                  "safe"))
+                                                  "safe"),
+                          evidence=tuple(model.accumulation_evidence(call)))
 
 
 def _clip_accelerator(model: FileModel, call: cst.Call):

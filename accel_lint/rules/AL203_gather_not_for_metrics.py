@@ -155,6 +155,7 @@ class GatherNotForMetrics(Rule):
                 f"even out the last batch, so the metric counts some samples twice; use "
                 f"`{receiver}.gather_for_metrics()`",
                 fix=fix,
+                evidence=tuple(model.value_evidence(_loop_iterable(loop))),
             )
 
 

@@ -74,7 +74,8 @@ class DoubleSharding(Rule):
                 if how is not None:
                     yield Finding(loader, f"the data of this DataLoader is already split per rank ({how}) and "
                                           f"`prepare()` shards it again: each rank sees about 1/num_processes² of "
-                                          f"it; drop the manual split")
+                                          f"it; drop the manual split",
+                                  evidence=((prepare, f"`{model.code(prepare.func)}(...)` returned it sharded here"),))
 
 
 def _loader_call(model: FileModel, expr: cst.BaseExpression) -> cst.Call | None:

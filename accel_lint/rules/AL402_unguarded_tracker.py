@@ -110,7 +110,8 @@ class UnguardedTracker(Rule):
                                 f"can block the other ranks; use `{acc}.init_trackers()`/`{acc}.log()` or guard it "
                                 f"with `if {acc}.is_main_process:`",
                           fix=guard_statement_fix(model, call, model.accelerator_for_fix(call), "is_main_process",
-                                                  "unsafe"))
+                                                  "unsafe"),
+                          evidence=((call, "no rank guard around it: every rank runs it"),))
 
 
 def _tracker_call(model: FileModel, call: cst.Call) -> str | None:

@@ -125,7 +125,7 @@ class DoubleWrap(Rule):
             acc = model.accelerator_name_in(model.scope_of(call))
             yield Finding(call, f"`{model.code(wrapped)}` is wrapped by `{wrapper}` and also passed to `{acc}.prepare()`, "
                                 f"which already distributes it: {_CONSEQUENCE.get(wrapper, _STACKED)}; drop the "
-                                f"manual wrapper", tag=wrapper)
+                                f"manual wrapper", tag=wrapper, evidence=tuple(model.value_evidence(wrapped)))
         for call in prepares:
             loop = model.enclosing_loop(call)
             if loop is None or _frees_memory(model, loop) or not _same_objects_each_pass(model, call, loop):
