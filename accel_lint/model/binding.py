@@ -38,9 +38,13 @@ _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 class _Flow:
     """Walks one scope's statements, recording the names bound on every path into each."""
 
-    def __init__(self, local_names: set[str]) -> None:
+    def __init__(self, local_names: set[str], walrus: bool = True) -> None:
         self.local_names = local_names
         self.entry: dict[int, frozenset | None] = {}
+        self.walrus = walrus  # False: the file has no `:=`, nothing to look for
+
+    def _walrus(self, node: cst.CSTNode | None) -> frozenset:
+        return _walrus(node) if self.walrus else frozenset()
 
     def block(self, statements, bound: frozenset | None) -> frozenset | None:
         for statement in statements:
@@ -62,11 +66,11 @@ class _Flow:
         if kind is cst.Del:
             return bound - _plain(node.target)
         if kind is cst.If:
-            body = self.block(node.body.body, bound | _walrus(node.test))
-            other = self._orelse(node.orelse, bound | _walrus(node.test))
+            body = self.block(node.body.body, bound | self._walrus(node.test))
+            other = self._orelse(node.orelse, bound | self._walrus(node.test))
             return _meet(body, other)
         if kind in (cst.For, cst.While):
-            target = _plain(node.target) if kind is cst.For else _walrus(node.test)
+            target = _plain(node.target) if kind is cst.For else self._walrus(node.test)
             self.block(node.body.body, bound | target)
             if node.orelse is not None:
                 self.block(node.orelse.body.body, bound)
@@ -121,7 +125,7 @@ class _Flow:
                     names.add(_dotted_head(alias.name))
         elif kind in (cst.Global, cst.Nonlocal):
             names |= {n.name.value for n in small.names}
-        return names | _walrus(small)
+        return names | self._walrus(small)
 
     def _mark_unreachable(self, node: cst.CSTNode) -> None:
         for child in node.children:
@@ -168,6 +172,8 @@ class BoundNames:
     def __init__(self, model) -> None:
         self.model = model
         self._flows: dict[ScopeNode, _Flow] = {}
+        # every node of the file is a key of the parent map: one pass says whether any `:=` exists
+        self._walrus = any(type(n) is cst.NamedExpr for n in model.index.parents)
 
     def _flow(self, scope: ScopeNode) -> _Flow:
         flow = self._flows.get(scope)
@@ -175,7 +181,7 @@ class BoundNames:
             bindings = scope_bindings(self.model, scope)
             # a parameter or a global/nonlocal declaration: bound on entry, not a local to follow
             on_entry = {name for name, sites in bindings.items() if any(site is None for site in sites)}
-            flow = _Flow(set(bindings) - on_entry)
+            flow = _Flow(set(bindings) - on_entry, self._walrus)
             body = scope.body.body if type(scope) is not cst.Module else scope.body
             flow.block(body, frozenset(on_entry))
             self._flows[scope] = flow
