@@ -50,6 +50,9 @@ from ..library import Library, default_library
 __all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Guard", "Op", "Divergence", "Write", "YES", "MAYBE", "NO", "shorten"]
 
 
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
+
+
 def _disjuncts(test: cst.BaseExpression | None) -> list[cst.BaseExpression]:
     """The parts of ``a or b or c``, in order (``[test]`` for anything else)."""
     if test is None:
@@ -1022,12 +1025,24 @@ class FileModel:
                 for item in parent.items:
                     if isinstance(item.item, cst.Call) and last_attr(item.item.func) == "accumulate":
                         return [(item.item, "inside `accumulate()`: the optimizer updates only on its sync step")]
-        for ctor in self.objects.acc_constructors:
-            for arg in ctor.args:
-                if arg.keyword is not None and arg.keyword.value in ("gradient_accumulation_steps",
-                                                                       "gradient_accumulation_plugin"):
-                    return [(arg, f"`{shorten(self.code(arg))}`: the accelerator accumulates gradients")]
-        return []
+        return [(arg, f"`{shorten(self.code(arg))}`: the accelerator accumulates gradients")
+                for arg in self.accumulation_arguments()[:1]]
+
+    def accumulation_arguments(self) -> list[cst.Arg]:
+        """The arguments that make any accelerator of the file accumulate gradients: a
+        ``gradient_accumulation_steps`` other than a literal 1, or a ``gradient_accumulation_plugin``."""
+        return [arg for ctor in self.objects.acc_constructors for arg in ctor.args
+                if arg.keyword is not None and (arg.keyword.value == "gradient_accumulation_plugin" or (
+                    arg.keyword.value == "gradient_accumulation_steps" and self.code(arg.value) != "1"))]
+
+    def is_no_grad_block(self, node: cst.CSTNode) -> bool:
+        """``with torch.no_grad():`` / ``torch.inference_mode()``: nothing in it makes a gradient."""
+        return isinstance(node, cst.With) and any(
+            isinstance(i.item, cst.Call) and (self.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
+            for i in node.items)
+
+    def under_no_grad(self, node: cst.CSTNode) -> bool:
+        return any(self.is_no_grad_block(p) for p in self.ancestors(node))
 
     def inside_accumulate(self, node: cst.CSTNode) -> bool:
         """Lexically inside ``with <accelerator>.accumulate(...)`` in the same function."""

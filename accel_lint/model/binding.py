@@ -28,8 +28,7 @@ from collections import Counter
 import libcst as cst
 
 from .index import ScopeNode
-from .moves import _is_store, scope_bindings
-from .names import bound_names
+from .moves import _alias_name, _is_store, _plain_names, scope_bindings
 
 _EVERYTHING = None  # the state after a statement that ends the path: nothing after it runs
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -64,13 +63,13 @@ class _Flow:
         if kind in (cst.Return, cst.Raise, cst.Break, cst.Continue):
             return _EVERYTHING
         if kind is cst.Del:
-            return bound - _plain(node.target)
+            return bound - _plain_names(node.target)
         if kind is cst.If:
             body = self.block(node.body.body, bound | self._walrus(node.test))
             other = self._orelse(node.orelse, bound | self._walrus(node.test))
             return _meet(body, other)
         if kind in (cst.For, cst.While):
-            target = _plain(node.target) if kind is cst.For else self._walrus(node.test)
+            target = _plain_names(node.target) if kind is cst.For else self._walrus(node.test)
             self.block(node.body.body, bound | target)
             if node.orelse is not None:
                 self.block(node.orelse.body.body, bound)
@@ -79,7 +78,7 @@ class _Flow:
             names = set()
             for item in node.items:
                 if item.asname is not None:
-                    names |= _plain(item.asname.name)
+                    names |= _plain_names(item.asname.name)
             return self.block(node.body.body, bound | names)
         if kind is cst.Try or kind is cst.TryStar:
             after_body = self.block(node.body.body, bound)
@@ -87,7 +86,7 @@ class _Flow:
                 after_body = self.block(node.orelse.body.body, after_body)
             outcome = after_body
             for handler in node.handlers:
-                caught = _plain(handler.name.name) if handler.name is not None else set()
+                caught = _plain_names(handler.name.name) if handler.name is not None else set()
                 outcome = _meet(outcome, self.block(handler.body.body, bound | caught))
             if node.finalbody is not None:
                 self.block(node.finalbody.body.body, bound)
@@ -114,15 +113,11 @@ class _Flow:
         names: set[str] = set()
         if kind is cst.Assign:
             for target in small.targets:
-                names |= _plain(target.target)
+                names |= _plain_names(target.target)
         elif kind in (cst.AnnAssign, cst.AugAssign) and getattr(small, "value", None) is not None:
-            names |= _plain(small.target)
+            names |= _plain_names(small.target)
         elif kind in (cst.Import, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-            for alias in small.names:
-                if alias.asname is not None:
-                    names |= _plain(alias.asname.name)
-                else:
-                    names.add(_dotted_head(alias.name))
+            names |= {_alias_name(alias) for alias in small.names}
         elif kind in (cst.Global, cst.Nonlocal):
             names |= {n.name.value for n in small.names}
         return names | self._walrus(small)
@@ -141,16 +136,6 @@ def _meet(a: frozenset | None, b: frozenset | None) -> frozenset | None:
     if b is _EVERYTHING:
         return a
     return a & b
-
-
-def _plain(target: cst.CSTNode) -> set[str]:
-    return {name for name in bound_names(target) if "." not in name}
-
-
-def _dotted_head(name: cst.CSTNode) -> str:
-    while type(name) is cst.Attribute:
-        name = name.value
-    return name.value if type(name) is cst.Name else ""
 
 
 def _walrus(node: cst.CSTNode | None) -> frozenset:
@@ -260,7 +245,7 @@ def _comprehension_targets_around(model, node: cst.CSTNode) -> set[str]:
         if isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             comp = ancestor.for_in
             while comp is not None:
-                names |= _plain(comp.target)
+                names |= _plain_names(comp.target)
                 comp = comp.inner_for_in
         if type(ancestor) is cst.NamedExpr and type(ancestor.target) is cst.Name:
             names.add(ancestor.target.value)

@@ -41,12 +41,12 @@ def per_sample(model, expr: cst.BaseExpression, loop: cst.For, depth: int = 0) -
         return bool(expr.elements) and all(
             type(e) is cst.DictElement and per_sample(model, e.value, loop, depth + 1) for e in expr.elements)
     if kind is cst.Name:
-        if expr.value in _loop_targets(loop):
+        if _is_loop_target(expr, loop):
             return True
         value = _assigned_in_loop(model, expr.value, loop, expr)
         return value is not None and per_sample(model, value, loop, depth + 1)
     if kind is cst.Subscript:
-        return _is_batch(model, expr.value, loop, depth) or (
+        return _is_loop_target(expr.value, loop) or (
             per_sample(model, expr.value, loop, depth + 1) and _keeps_first_dimension(expr))
     if kind is cst.Attribute:
         if expr.attr.value in _REDUCED_FIELDS:
@@ -107,8 +107,8 @@ def _keeps_first_dimension(sub: cst.Subscript) -> bool:
     return type(first) is cst.Index and type(first.value) is cst.Ellipsis
 
 
-def _is_batch(model, expr: cst.BaseExpression, loop: cst.For, depth: int) -> bool:
-    """The loop's target itself (``batch["labels"]`` is a field of the batch)."""
+def _is_loop_target(expr: cst.BaseExpression, loop: cst.For) -> bool:
+    """The loop's own target (``batch``; ``batch["labels"]`` is a field of it)."""
     return type(expr) is cst.Name and expr.value in _loop_targets(loop)
 
 

@@ -174,7 +174,7 @@ class Trainer:
             keyword_args.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         if _divided_by_accumulation(model, loss):
             safe = False
-        if not model.inside_accumulate(call) and _some_accelerator_accumulates(model):
+        if not model.inside_accumulate(call) and model.accumulation_arguments():
             safe = False  # `accelerator.backward` divides by the accumulation steps: outside
             # `accumulate()` the optimizer still steps every micro-step, on gradients 1/N the size
         loss_arg = cst.Arg(loss.with_changes(lpar=[], rpar=[]) if getattr(loss, "lpar", None) else loss)
@@ -267,15 +267,4 @@ def _augmented_division(model: FileModel, loss: cst.BaseExpression) -> bool:
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign) \
                 and model.code(node.target) == name:
             return True
-    return False
-
-
-def _some_accelerator_accumulates(model: FileModel) -> bool:
-    """An accelerator of the file is built with gradient accumulation other than a literal 1."""
-    for constructor in model.objects.acc_constructors:
-        for arg in constructor.args:
-            keyword = arg.keyword.value if arg.keyword is not None else None
-            if keyword == "gradient_accumulation_plugin" or (
-                    keyword == "gradient_accumulation_steps" and model.code(arg.value) != "1"):
-                return True
     return False

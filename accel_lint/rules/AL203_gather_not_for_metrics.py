@@ -10,7 +10,6 @@ from .base import Finding, Fix, Rule
 
 _ACCUMULATE_METHODS = {"add_batch", "update", "append", "extend"}
 _CONCAT = {"torch.cat", "torch.concat", "torch.concatenate", "numpy.concatenate", "np.concatenate", "torch.stack"}
-_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
 
 
 class GatherNotForMetrics(Rule):
@@ -188,21 +187,15 @@ def _enclosing_eval_loop(model: FileModel, call: cst.Call) -> cst.For | None:
     return None
 
 
-def _no_grad_block(model: FileModel, node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.With) and any(
-        isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
-        for i in node.items)
-
-
 def _is_eval_context(model: FileModel, loop: cst.For) -> bool:
     """A loop over a prepared loader that evaluates: it runs under ``no_grad`` / ``inference_mode``,
     or it does no backward pass and puts its forward under ``no_grad`` or its prepared model in
     ``eval()`` mode. A ``no_grad`` block inside a training loop (a logging step) is not one."""
-    if any(_no_grad_block(model, node) for node in (loop, *model.ancestors(loop))):
+    if model.is_no_grad_block(loop) or model.under_no_grad(loop):
         return True
     if model.loop_trains(loop):
         return False
-    if any(_no_grad_block(model, inner) for inner in model.index.walk(loop.body)):
+    if any(model.is_no_grad_block(inner) for inner in model.index.walk(loop.body)):
         return True
     for c in model.calls_in(model.scope_of(loop)):  # model.eval() in the same function
         if isinstance(c.func, cst.Attribute) and c.func.attr.value == "eval" and not c.args \

@@ -376,9 +376,7 @@ def _called_where_training(model: FileModel, node: cst.Attribute) -> bool:
     outside ``no_grad``: what the bare module computes there may reach a backward that the
     wrapper's reducer never sees (a second loss term from ``unwrap_model(m).part``), so its
     gradients would not be averaged."""
-    if any(isinstance(p, cst.With) and any(
-            isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
-            for i in p.items) for p in model.ancestors(node)):
+    if model.under_no_grad(node):
         return False
     loop = model.enclosing_loop(node)
     if loop is not None and model.loop_trains(loop):
@@ -387,9 +385,6 @@ def _called_where_training(model: FileModel, node: cst.Attribute) -> bool:
     line = model.line_of(node)
     return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" and model.line_of(c) > line
                for c in model.calls_in(model.scope_of(node)))
-
-
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 
 
 def _is_assignment_target(model: FileModel, node: cst.CSTNode) -> bool:

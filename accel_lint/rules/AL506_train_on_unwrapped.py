@@ -227,7 +227,7 @@ def _bypassed_wrappers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, s
         if not origins or not all(model.was_prepared(o) for o in origins):
             continue
         loop = model.enclosing_loop(forward)
-        if loop is None or not model.loop_trains(loop) or _without_gradients(model, forward):
+        if loop is None or not model.loop_trains(loop) or model.under_no_grad(forward):
             continue
         found = _wrapping_prepare(model, origins, forward)
         if found is not None:
@@ -235,30 +235,26 @@ def _bypassed_wrappers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, s
             yield forward, *found
 
 
-_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
-
-
 def _bypassed_containers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, str, str]]:
     """``(forward, prepare call, container, owner)``: ``prepare`` was given a module made from
     another model's parts (``lora_layers = AttnProcsLayers(unet.attn_processors)``), nothing ever
     calls that module or its wrapper, and a training loop runs the owner's forward (``unet(...)``)
     instead: the wrapper's forward, which arms the gradient all-reduce, never runs."""
-    called = {model.code(c.func) for c in model.index.calls}
+    called: set[str] | None = None  # what the file calls, built at the first candidate only
     for prepare in model.objects.prepare_calls:
-        assign = model.index.parents.get(prepare)
-        targets: list = []
-        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
-            target = assign.targets[0].target
-            targets = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-        positional = [a.value for a in prepare.args if a.keyword is None]
+        positional, targets = _given_and_bound(model, prepare)
         for i, given in enumerate(positional):
             held = model.value_at(given)
             origin = held.origin if held is not None else None
             if held is None or held.kind != "model" or not isinstance(origin, cst.Call) or held.frozen:
                 continue
             owner = _owner_of_parts(model, origin)
+            if owner is None:
+                continue
+            if called is None:
+                called = {model.code(c.func) for c in model.index.calls}
             result = model.code(targets[i]) if i < len(targets) else None
-            if owner is None or model.code(given) in called or (result is not None and result in called):
+            if model.code(given) in called or (result is not None and result in called):
                 continue
             forward = _owner_trained_after(model, owner, prepare)
             if forward is not None:
@@ -280,7 +276,7 @@ def _owner_of_parts(model: FileModel, made: cst.Call) -> str | None:
 def _owner_trained_after(model: FileModel, owner: str, prepare: cst.Call) -> cst.Call | None:
     for call in model.index.calls:
         if model.code(call.func) != owner or model.line_of(call) <= model.line_of(prepare) \
-                or model.scope_of(call) is not model.scope_of(prepare) or _without_gradients(model, call):
+                or model.scope_of(call) is not model.scope_of(prepare) or model.under_no_grad(call):
             continue
         loop = model.enclosing_loop(call)
         if loop is not None and model.loop_trains(loop):
@@ -288,12 +284,15 @@ def _owner_trained_after(model: FileModel, owner: str, prepare: cst.Call) -> cst
     return None
 
 
-def _without_gradients(model: FileModel, node: cst.CSTNode) -> bool:
-    """Under ``with torch.no_grad():`` or ``inference_mode()``: the forward makes no gradient, so
-    there is nothing for the wrapper to average."""
-    return any(isinstance(p, cst.With) and any(
-        isinstance(i.item, cst.Call) and (model.index.imports.qualify_expr(i.item.func) or "") in _NO_GRAD
-        for i in p.items) for p in model.ancestors(node))
+def _given_and_bound(model: FileModel, prepare: cst.Call) -> tuple[list, list]:
+    """``prepare``'s positional arguments, and the targets its result is unpacked into (none when
+    the result is not assigned)."""
+    positional = [a.value for a in prepare.args if a.keyword is None]
+    assign = model.index.parents.get(prepare)
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return positional, []
+    target = assign.targets[0].target
+    return positional, [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
 
 
 def _wrapping_prepare(model: FileModel, origins: frozenset, forward: cst.Call) -> tuple[cst.Call, str] | None:
@@ -302,12 +301,7 @@ def _wrapping_prepare(model: FileModel, origins: frozenset, forward: cst.Call) -
     for call in model.objects.prepare_calls:
         if model.scope_of(call) is not model.scope_of(forward) or model.line_of(call) >= model.line_of(forward):
             continue
-        assign = model.index.parents.get(call)
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
-            continue
-        target = assign.targets[0].target
-        positional = [a.value for a in call.args if a.keyword is None]
-        targets = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+        positional, targets = _given_and_bound(model, call)
         if len(targets) != len(positional):
             continue
         for given, bound in zip(positional, targets):
