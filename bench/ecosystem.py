@@ -129,6 +129,15 @@ GIT_CORPORA = {
     "palm-rlhf-pytorch": ("lucidrains/PaLM-rlhf-pytorch", "bd0d0f3893ec62f827fa35e759cb38d748829d51", None),
     "cogvideox-controlnet": ("TheDenk/cogvideox-controlnet", "e21a4a3407eee8f372373fa1593297d7526caeeb", None),
     "d3po": ("yk7333/d3po", "40d31758048f62ff49814eaa0403d820493ad374", None),
+    # batch 9 (2026-11-27, third session): first contact recorded at 816c428
+    "1d-tokenizer": ("bytedance/1d-tokenizer", "942a96fbdd873780179d1b78d5462911528bf8c8", None),
+    "hallo2": ("fudan-generative-vision/hallo2", "58a9aa6c9f66817a6e084f3874cfc01ac24fed3e", None),
+    "followyourpose": ("mayuelala/FollowYourPose", "d5834409e6b572af7a9ef91e009675e2147820e4", None),
+    "lightningdit": ("hustvl/LightningDiT", "2725fed42a14898744433809949834e26957bcdd", None),
+    "musiclm-pytorch": ("lucidrains/musiclm-pytorch", "4a78b41feab25d0ad0f4a1be8ea46b0aaf83d23a", None),
+    "q-transformer": ("lucidrains/q-transformer", "d4fc1cb509eb2a3dbe96d8b1a50e0381c58bd134", None),
+    "imagereward": ("THUDM/ImageReward", "c1392c6dd0fd6ecd6d416c96959ab744a6d0a8fb", None),
+    "bit-diffusion": ("lucidrains/bit-diffusion", "e2c94c655959f80d3ca2a13f75114ac14694eda6", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
