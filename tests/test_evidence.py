@@ -109,3 +109,15 @@ def test_replacing_a_fact_a_finding_names_with_an_unknown_silences_it(code, inde
                 assert all(d.evidence for d in after), (fact, mutated)
     if not mutated_any:
         pytest.skip(f"{code} example {index}: no finding with evidence to mutate")
+
+
+# the tool's own findings (a syntax error, an unused suppression) rest on no fact about the code
+_NO_FACTS = {"AL001", "AL002"}
+EVIDENCE_CASES = [case for case in CASES if case[0] not in _NO_FACTS]
+
+
+@pytest.mark.parametrize("code, index, source", EVIDENCE_CASES, ids=[f"{c}-{i}" for c, i, _ in EVIDENCE_CASES])
+def test_every_finding_of_a_bad_example_names_the_facts_it_rests_on(code, index, source):
+    found = [d for d in _findings(source) if d.code == code]
+    assert found
+    assert all(d.evidence for d in found), [d.message for d in found if not d.evidence]

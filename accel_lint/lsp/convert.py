@@ -91,6 +91,10 @@ def diagnostics(report: Report, encoding: str) -> dict[str, list[types.Diagnosti
     return out
 
 
+# how the engine writes a fact of another notebook cell (engine._to_cell)
+_OTHER_CELL = re.compile(r"cell (\d+), line (\d+): (.*)", re.DOTALL)
+
+
 def one(report: Report, d: Diagnostic, encoding: str) -> types.Diagnostic:
     doc = report.document
     lines = doc.lines(d.cell)
@@ -102,12 +106,18 @@ def one(report: Report, d: Diagnostic, encoding: str) -> types.Diagnostic:
         related.append(types.DiagnosticRelatedInformation(
             location=types.Location(uri=doc.cell_uri(cell), range=line_range(cited_lines, line, encoding)),
             message=_excerpt(cited_lines[line - 1])))
-    own_lines = doc.lines(d.cell)
     cited = set(_cited(d))
     for line, fact in d.evidence:  # the facts the finding rests on, where the message cites no line there
-        if 1 <= line <= len(own_lines) and (d.cell, line) not in cited:
+        cell = d.cell
+        elsewhere = _OTHER_CELL.match(fact)
+        if elsewhere:  # a fact in another cell of a notebook, which the engine put on the finding's line
+            cell, line, fact = int(elsewhere.group(1)), int(elsewhere.group(2)), elsewhere.group(3)
+        if (cell, line) in cited:
+            continue
+        fact_lines = doc.lines(cell)
+        if 1 <= line <= len(fact_lines):
             related.append(types.DiagnosticRelatedInformation(
-                location=types.Location(uri=doc.cell_uri(d.cell), range=line_range(own_lines, line, encoding)),
+                location=types.Location(uri=doc.cell_uri(cell), range=line_range(fact_lines, line, encoding)),
                 message=fact))
     return types.Diagnostic(
         range=span(lines, d, encoding), message=d.message, severity=SEVERITY.get(d.severity),

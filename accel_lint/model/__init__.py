@@ -799,6 +799,46 @@ class FileModel:
             out.append((value.prepared_at, f"`{shorten(self.code(value.prepared_at.func))}(...)` {wrapped} here"))
         return out
 
+    def launch_evidence(self, scope: ScopeNode) -> list[tuple[cst.CSTNode, str]]:
+        """The accelerator construction that makes ``scope`` run on every rank of a launch (the
+        scope's own, else the file's first)."""
+        constructors = self.objects.acc_constructors
+        ctor = next((c for c in constructors if self.scope_of(c) is scope), constructors[0] if constructors else None)
+        if ctor is None:
+            return []
+        return [(ctor, f"made by `{shorten(self.code(ctor))}`: this code runs on every rank of a launch")]
+
+    def prepare_receiving(self, expr: cst.BaseExpression) -> cst.Call | None:
+        """The ``prepare`` call that receives the object ``expr`` holds (the same creation
+        expression, or the same variable of the same scope when it is built on several paths)."""
+        value = self.objects.values.get(expr)
+        origins = value.origins() if value is not None else frozenset()
+        name, scope = dotted_name(expr), self.scope_of(expr)
+        for prepare in self.objects.prepare_calls:
+            for arg in prepare.args:
+                held = self.objects.values.get(arg.value)
+                if origins and held is not None and origins & held.origins():
+                    return prepare
+                if name is not None and dotted_name(arg.value) == name and self.scope_of(prepare) is scope:
+                    return prepare
+        return None
+
+    def length_evidence(self, length: cst.Call) -> list[tuple[cst.CSTNode, str]]:
+        """A pre-``prepare`` ``len(loader)`` a number carries: where it was taken, what made the
+        loader, and the ``prepare`` that shards it afterwards."""
+        loader = length.args[0].value
+        out: list[tuple[cst.CSTNode, str]] = [
+            (length, f"`len({shorten(self.code(loader))})` is taken here, before the loader is prepared")]
+        value = self.objects.values.get(loader)
+        for origin in sorted(value.origins() if value is not None else (), key=self.line_of)[:2]:
+            if isinstance(origin, cst.Call):
+                out.append((origin, f"made by `{shorten(self.code(origin))}`: a loader"))
+        prepare = self.prepare_receiving(loader)
+        if prepare is not None:
+            out.append((prepare, f"`{shorten(self.code(prepare.func))}(...)` returned it sharded here, about "
+                                 f"num_processes times shorter"))
+        return out
+
     def guard_evidence(self, guard: Guard | None) -> list[tuple[cst.CSTNode, str]]:
         """The guard a finding's call runs under, and why it differs between ranks."""
         if guard is None:

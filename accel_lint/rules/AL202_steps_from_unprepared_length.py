@@ -157,14 +157,16 @@ class StepsFromUnpreparedLength(Rule):
             loader = model.code(source.args[0].value)
             yield Finding(use, f"`{model.code(use)}` {how} comes from `len({loader})` taken before "
                                f"`prepare()`, which makes the loader about num_processes times shorter; "
-                               f"recompute it from `len({loader})` after `prepare()`")
+                               f"recompute it from `len({loader})` after `prepare()`",
+                          evidence=tuple(model.length_evidence(source)))
         if _scheduler_steps_per_process(model):
             for horizon, source in _inflated_horizons(model):
                 loader = model.code(source.args[0].value)
                 yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` multiplies a step count from "
                                        f"`len({loader})` before `prepare()` by `num_processes`; the prepared "
                                        f"scheduler already steps num_processes times per optimizer step, so the "
-                                       f"schedule only reaches 1/num_processes of it; drop the `* num_processes`")
+                                       f"schedule only reaches 1/num_processes of it; drop the `* num_processes`",
+                              evidence=tuple(model.length_evidence(source)))
 
 
 def _first_len(model: FileModel, scales: frozenset, wanted) -> cst.Call | None:

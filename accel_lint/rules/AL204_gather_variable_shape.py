@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel
+from ..model import FileModel, shorten
 from .base import Finding, Rule
 
 _GATHERS = {"gather", "gather_for_metrics", "reduce", "broadcast"}
@@ -79,19 +79,24 @@ class GatherVariableShape(Rule):
             if any(a.keyword is not None and a.keyword.value == "use_gather_object" for a in call.args):
                 continue
             tensor = call.args[0].value
-            if _is_generate_output(model, tensor):
+            made = _generate_call(model, tensor)
+            if made is not None:
                 acc = model.code(func.value)
                 yield Finding(call, f"`{model.code(tensor)}` comes from `generate()`, whose length differs from rank "
                                     f"to rank; `{func.attr.value}` needs the same shape everywhere (gloo aborts, NCCL "
-                                    f"hangs or truncates); call `{acc}.pad_across_processes(..., dim=1)` first")
+                                    f"hangs or truncates); call `{acc}.pad_across_processes(..., dim=1)` first",
+                              evidence=((made, f"made by `{shorten(model.code(made))}`: generated sequences, "
+                                               f"whose length depends on this rank's batch"),))
 
 
-def _is_generate_output(model: FileModel, expr: cst.BaseExpression) -> bool:
+def _generate_call(model: FileModel, expr: cst.BaseExpression) -> cst.Call | None:
+    """The ``generate()`` call whose output ``expr`` is, directly or through a name."""
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "generate":
-        return True
+        return expr
     if isinstance(expr, cst.Name):
         value = model.value_at(expr)
         origin = value.origin if value is not None else None
-        return isinstance(origin, cst.Call) and isinstance(origin.func, cst.Attribute) \
-            and origin.func.attr.value == "generate"
-    return False
+        if isinstance(origin, cst.Call) and isinstance(origin.func, cst.Attribute) \
+                and origin.func.attr.value == "generate":
+            return origin
+    return None

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import YES, FileModel
+from ..model import YES, FileModel, shorten
 from .base import Finding, Rule
 
 
@@ -146,12 +146,18 @@ class RankDivergentExit(Rule):
                 yield from self._report(model, node, loop, exit_kind)
 
     def _report(self, model: FileModel, node: cst.CSTNode, loop, exit_kind: str) -> Iterable[Finding]:
-        why = _rank_local_reason(model, node, loop)
-        if why is not None:
+        reason = _rank_local_reason(model, node, loop)
+        if reason is not None:
+            where, why = reason
+            evidence = [(where, f"the exit depends on {why}")]
+            collective = next((c for c in model.calls_in(loop.body) if _is_collective(model, c)), None)
+            if collective is not None:
+                evidence.append((collective, f"`{shorten(model.code(collective.func))}(...)`: a collective every "
+                                             f"rank must join on each pass"))
             yield Finding(node, f"`{exit_kind}` depends on {why} and may run on some ranks only; the others block in "
                                 f"the loop's next collective until the timeout. Decide together: "
                                 f"`accelerator.set_trigger()` here and `if accelerator.check_trigger(): break` on "
-                                f"every rank")
+                                f"every rank", evidence=tuple(evidence))
 
 
 def _exit_kind(model: FileModel, node: cst.CSTNode) -> str | None:
@@ -175,18 +181,19 @@ def _has_collectives(model: FileModel, loop) -> bool:
     return any(_is_collective(model, c) for c in model.calls_in(loop.body))
 
 
-def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> str | None:
-    """Why the exit is rank-local: the ``if`` test or ``except`` clause that leads to it."""
+def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> tuple[cst.CSTNode, str] | None:
+    """Why the exit is rank-local: the ``if`` test or ``except`` clause that leads to it, and
+    what makes it differ between ranks."""
     for parent in model.ancestors(node):
         if parent is loop:
             return None
         if isinstance(parent, cst.ExceptHandler):
             kind = model.code(parent.type) if parent.type is not None else "any exception"
-            return f"an exception (`except {kind}`) on this rank"
+            return parent, f"an exception (`except {kind}`) on this rank"
         if isinstance(parent, (cst.If, cst.While)) and parent is not loop:
             test = parent.test
             if model.ranks.is_rank_dependent(test):
                 return None  # a rank predicate: AL301 reports where the other ranks then wait
             if model.rank_data.varies(test):
-                return f"`{model.code(test)}`, computed from this rank's own data"
+                return test, f"`{model.code(test)}`, computed from this rank's own data"
     return None

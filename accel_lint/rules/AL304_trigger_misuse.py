@@ -92,7 +92,7 @@ class TriggerMisuse(Rule):
             if isinstance(func, cst.Attribute) and func.attr.value == "check_trigger":
                 yield Finding(op.node, f"`check_trigger()` is an all-reduce and runs {describe_guard(model, op.guard)}; "
                                        f"the other ranks never join it and the job deadlocks; call it on every rank "
-                                       f"at the same point")
+                                       f"at the same point", evidence=tuple(model.guard_evidence(op.guard)))
         for call in model.index.calls:
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "set_trigger"
@@ -102,7 +102,8 @@ class TriggerMisuse(Rule):
             if not any(_is_check(model, c) for c in model.calls_in(scope)):
                 yield Finding(call, "`set_trigger()` has no `check_trigger()` after it in this function: the flag "
                                     "stays set and fires at some later, unrelated `check_trigger()`; check it in "
-                                    "the loop (`if accelerator.check_trigger(): break`)", severity="warning")
+                                    "the loop (`if accelerator.check_trigger(): break`)", severity="warning",
+                              evidence=((scope, "no `check_trigger()` runs in this function after it"),))
 
 
 def _is_check(model: FileModel, call: cst.Call) -> bool:

@@ -95,7 +95,8 @@ class UseAfterEndTraining(Rule):
                         continue
                     yield Finding(call, f"`{model.code(call.func)}()` runs after `{what}()` (line {model.line_of(end)}), which "
                                         f"destroyed the process group: it raises `Default process group has not "
-                                        f"been initialized`; move `{what}()` after the last collective")
+                                        f"been initialized`; move `{what}()` after the last collective",
+                                  evidence=((end, f"`{what}()` destroys the process group here"),))
 
 
 def _statements_after(model: FileModel, statement: cst.CSTNode):

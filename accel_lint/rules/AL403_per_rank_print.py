@@ -129,7 +129,8 @@ class PerRankPrint(Rule):
                 fix = Fix("unsafe" if varies else "safe", f"use `{acc}.print`",
                           ((call.func, cst.parse_expression(f"{acc}.print")),)) if acc else None
                 yield Finding(call, f"`print()` runs on every rank, so the line appears once per process; use "
-                                    f"`{shown}.print()`", fix=fix)
+                                    f"`{shown}.print()`", fix=fix,
+                              evidence=tuple(model.launch_evidence(scope)))
             else:
                 if any(a.keyword is not None and a.keyword.value == "disable" for a in call.args):
                     continue
@@ -141,7 +142,8 @@ class PerRankPrint(Rule):
                     fix = Fix("safe", "disable the bar off the local main process",
                               ((call, call.with_changes(args=[*args, disable])),))
                 yield Finding(call, f"`{model.code(call.func)}()` draws a progress bar on every rank and the bars "
-                                    f"overwrite each other; pass `disable=not {shown}.is_local_main_process`", fix=fix)
+                                    f"overwrite each other; pass `disable=not {shown}.is_local_main_process`", fix=fix,
+                              evidence=tuple(model.launch_evidence(scope)))
 
 
 def _kind(model: FileModel, call: cst.Call) -> str | None:

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel
+from ..model import FileModel, shorten
 from .base import Finding, Rule
 
 # huggingface_hub's downloads are not here: they take a file lock per blob, so ranks that download
@@ -115,7 +115,9 @@ class PreprocessRace(Rule):
                 if kind is not None and kind not in ("BARRIER", "END") and not _is_context_call(block, call):
                     yield Finding(call, f"`{model.code(call.func)}()` inside `main_process_first()`: the main rank "
                                         f"runs it while the other ranks wait in the entry barrier, so the collectives "
-                                        f"no longer line up", severity="error")
+                                        f"no longer line up", severity="error",
+                                  evidence=((block, "`main_process_first()` runs its body on the main rank first, "
+                                                    "while the others wait in a barrier"),))
                 continue
             what = _preprocessing(model, call)
             if what is None or model.rank_guard_of(call) is not None:
@@ -127,7 +129,25 @@ class PreprocessRace(Rule):
                 continue
             acc = model.sole_accelerator_in(scope) or "accelerator"
             yield Finding(call, f"`{what}` runs on every rank at once: the work is repeated N times and the ranks "
-                                f"race on the same cache files; wrap it in `with {acc}.main_process_first():`")
+                                f"race on the same cache files; wrap it in `with {acc}.main_process_first():`",
+                          evidence=tuple(_preprocessing_evidence(model, call, scope)))
+
+
+def _preprocessing_evidence(model: FileModel, call: cst.Call, scope) -> list[tuple[cst.CSTNode, str]]:
+    """The accelerator that makes the code run on every rank, and for ``.map``/``.filter`` what
+    made the dataset a Hugging Face one."""
+    out = model.launch_evidence(scope)
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in ("map", "filter"):
+        dataset = func.value
+        while isinstance(dataset, cst.Subscript):  # `raw["train"].map(...)`: a split of `raw`
+            dataset = dataset.value
+        value = model.value_at(dataset)
+        for origin in sorted(value.origins() if value is not None else (), key=model.line_of)[:2]:
+            if isinstance(origin, (cst.Call, cst.Subscript)):
+                out.append((origin, f"made by `{shorten(model.code(origin))}`: a Hugging Face dataset, "
+                                    f"whose `{func.attr.value}` writes a cache file"))
+    return out
 
 
 def _accelerator_reaches(model: FileModel, scope, _seen: frozenset = frozenset()) -> bool:

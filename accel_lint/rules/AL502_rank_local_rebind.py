@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import MAYBE, YES, FileModel
+from ..model import MAYBE, YES, FileModel, shorten
 from .base import Finding, Rule, quote
 
 
@@ -101,12 +101,18 @@ class RankLocalRebind(Rule):
                 continue
             name = node.value
             scope = model.scope_of(node)
-            if not _held_prepared_before(model, name, scope, assign) or not _read_after(model, name, guard):
+            held_read = _held_prepared_before(model, name, scope, assign)
+            later_read = _read_after(model, name, guard) if held_read is not None else None
+            if held_read is None or later_read is None:
                 continue
+            evidence = [*model.value_evidence(held_read), 
+                        (guard, f"runs only where `{shorten(model.code(guard.test))}`, which differs "
+                                f"between ranks"),
+                        (later_read, f"`{name}` is read here, after the block, on every rank")]
             yield Finding(node, f"`{name}` held a prepared object and is rebound only where "
                                 f"{quote(model.code(guard.test))} (line {model.line_of(guard)}) is true; after that "
                                 f"block it refers to different objects on different ranks (the bare module on some, "
-                                f"the wrapper on others); use a new name inside the guard")
+                                f"the wrapper on others); use a new name inside the guard", evidence=tuple(evidence))
 
 
 def _rank_if(model: FileModel, node: cst.CSTNode) -> cst.If | None:
@@ -127,27 +133,30 @@ def _reads(model: FileModel, name: str, scope) -> list[cst.Name]:
             and not isinstance(model.index.parents.get(n), cst.AssignTarget)]
 
 
-def _held_prepared_before(model: FileModel, name: str, scope, assign: cst.Assign) -> bool:
+def _held_prepared_before(model: FileModel, name: str, scope, assign: cst.Assign) -> cst.Name | None:
+    """A read of ``name`` in the guarded assignment that still holds the prepared object."""
     for read in _reads(model, name, scope):
         if any(p is assign for p in model.ancestors(read)):
             value = model.value_at(read)
             if value is not None and value.prepared in (YES, MAYBE):  # MAYBE: the loop's next pass sees the rebinding
-                return True
-    return False
+                return read
+    return None
 
 
-def _read_after(model: FileModel, name: str, block: cst.If) -> bool:
+def _read_after(model: FileModel, name: str, block: cst.If) -> cst.CSTNode | None:
     """A read of ``name`` after the ``if`` in source order (pre-order walk), outside it, or
     anywhere in a loop around it (the next pass reads it after the block), on ranks where the
     rebinding did not run (a read under a guard that implies the block's is consistent)."""
     inside = {id(n) for n in model.index.walk(block)}
     for n in model.nodes_after(block):
         if _rebinds_on_every_rank(model, n, name, block):
-            return False  # every rank binds the name again before reading it: the rank-local object is dead
+            return None  # every rank binds the name again before reading it: the rank-local object is dead
         if _is_read_of(model, n, name) and not model.runs_only_where(n, block.test):
-            return True
+            return n
     loop = next((p for p in model.ancestors(block) if isinstance(p, (cst.For, cst.While))), None)
-    return loop is not None and any(_is_read_of(model, n, name) and id(n) not in inside for n in model.index.walk(loop.body))
+    if loop is None:
+        return None
+    return next((n for n in model.index.walk(loop.body) if _is_read_of(model, n, name) and id(n) not in inside), None)
 
 
 def _rebinds_on_every_rank(model: FileModel, node: cst.CSTNode, name: str, block: cst.If) -> bool:

@@ -132,7 +132,9 @@ class DoubleWrap(Rule):
                 continue
             yield Finding(call, f"`{model.code(call.func)}()` inside a loop wraps the same module again on every pass "
                                 f"(another DDP wrapper each time); prepare once before the loop, or call "
-                                f"`free_memory()` first", severity="warning")
+                                f"`free_memory()` first", severity="warning",
+                          evidence=((loop, "a loop: the call runs again on every pass"),
+                                    *(fact for arg in call.args for fact in model.value_evidence(arg.value))))
 
 
 def _bound_then_prepared(model: FileModel, wrapper: cst.Call, prepares: list[cst.Call]) -> bool:
