@@ -44,6 +44,8 @@ class Library:
     rank_unique_sources: frozenset[str] = frozenset()
     rank_predicates: dict[str, str] = field(default_factory=dict)  # qualified name -> "main" | "local_main"
     collectives: dict[str, str] = field(default_factory=dict)  # qualified name -> op kind
+    # qualified name -> (short name, holds the model as `.module`)
+    manual_wrappers: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -61,6 +63,7 @@ class Library:
             rank_unique_sources=self.rank_unique_sources | frozenset(rows.get("extend-rank-unique-sources", ())),
             rank_predicates={**self.rank_predicates, **dict(rows.get("extend-rank-predicates", ()))},
             collectives={**self.collectives, **dict(rows.get("extend-collectives", ()))},
+            manual_wrappers=self.manual_wrappers,
         )
 
 
@@ -81,6 +84,8 @@ def default_library() -> Library:
         rank_unique_sources=frozenset(data.get("rank-unique-sources", {}).get("calls", ())),
         rank_predicates=dict(data.get("rank-predicates", {})),
         collectives=dict(data.get("collectives", {})),
+        manual_wrappers={name: (row["name"], bool(row.get("has-module", False)))
+                         for name, row in data.get("manual-wrappers", {}).items()},
     )
 
 

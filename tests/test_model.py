@@ -92,6 +92,18 @@ def test_plain_torch_file_is_not_an_accelerate_file():
     assert not model.is_accelerate_file
 
 
+def test_an_attribute_named_accelerator_of_another_object_needs_a_file_that_imports_accelerate():
+    # a Lightning script: `cfg.trainer.accelerator` is Lightning's device string, not Accelerate's
+    lightning = ("import pytorch_lightning as pl\n"
+                 "def main(cfg):\n"
+                 "    trainer = pl.Trainer(accelerator=cfg.trainer.accelerator, devices=2)\n"
+                 "    print('start')\n")
+    assert not build(lightning).is_accelerate_file
+    # the same attribute in a file that imports Accelerate, and `self.accelerator` anywhere, still count
+    assert build("import accelerate\n" + lightning).is_accelerate_file
+    assert build("class T:\n    def run(self):\n        self.accelerator.print('x')\n").is_accelerate_file
+
+
 # -- prepared objects -------------------------------------------------------------------------
 
 PREP_SOURCE = """

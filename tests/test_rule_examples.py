@@ -110,3 +110,14 @@ def test_a_rule_with_a_fix_says_what_the_fix_assumes(rule):
         assert "assumes" in section.lower(), f"{rule.code}'s 'Fix safety' does not say what the fix assumes"
     else:
         assert "## Fix safety" not in docs, f"{rule.code} documents a fix that none of its examples gets"
+
+
+def test_a_move_to_the_accelerators_own_device_is_the_info_variant_however_it_is_spelled():
+    (rule,) = [r for r in all_rules() if r.code == "AL504"]
+    for example in rule.INVALID:
+        source = textwrap.dedent(example)
+        for d in lint_source(source.encode(), "example.py", Config()).diagnostics:
+            line = source.splitlines()[d.line - 1]
+            if d.code == "AL504" and ".to(" in line:
+                same_device = "accelerator.device)" in line or "self.device)" in line
+                assert (d.severity == "info") == same_device, line

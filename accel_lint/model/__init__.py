@@ -799,6 +799,43 @@ class FileModel:
             out.append((value.prepared_at, f"`{shorten(self.code(value.prepared_at.func))}(...)` {wrapped} here"))
         return out
 
+    def is_accelerator_device(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is the accelerator's device: ``accelerator.device``, a same-class property
+        that returns it (``self.device``), or a name every assignment of its scope binds to one."""
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "device" and self.is_accelerator(expr.value):
+            return True
+        getter = self.index.resolve_property(expr)
+        if getter is not None:
+            returns = [n for n in self.index.walk(getter.body) if isinstance(n, cst.Return)]
+            return bool(returns) and all(r.value is not None and self.is_accelerator_device(r.value) for r in returns)
+        if isinstance(expr, cst.Name):
+            scope = self.scope_of(expr)
+            bound = [t.target for t in self.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope)
+                     if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name)
+                     and t.target.value == expr.value and self.scope_of(t) is scope]
+            return bool(bound) and all(
+                isinstance(assign := self.index.parents.get(self.index.parents.get(target)), cst.Assign)
+                and len(assign.targets) == 1 and self.is_accelerator_device(assign.value) for target in bound)
+        return False
+
+    def manual_wrapper(self, call: cst.CSTNode) -> str | None:
+        """The distributed wrapper a call builds by hand (``DistributedDataParallel(model)``,
+        ``deepspeed.initialize``), by its short name; ``None`` for anything else."""
+        if not isinstance(call, cst.Call):
+            return None
+        row = self.library.manual_wrappers.get(self.index.imports.qualify_expr(call.func) or "")
+        return row[0] if row else None
+
+    def always_wrapped(self, value: Value) -> bool:
+        """Every object ``value`` may hold was wrapped by hand in a wrapper with ``.module``
+        before ``prepare`` saw it: it has the wrapper's attributes on every launch."""
+        def has_module(origin: cst.CSTNode) -> bool:
+            row = self.library.manual_wrappers.get(self.index.imports.qualify_expr(origin.func) or "") \
+                if isinstance(origin, cst.Call) else None
+            return bool(row and row[1])
+        origins = value.origins()
+        return bool(origins) and all(has_module(o) for o in origins)
+
     def launch_evidence(self, scope: ScopeNode) -> list[tuple[cst.CSTNode, str]]:
         """The accelerator construction that makes ``scope`` run on every rank of a launch (the
         scope's own, else the file's first)."""

@@ -640,8 +640,15 @@ class ObjectTracker:
         is PyTorch's device API, never Accelerate's ``Accelerator``."""
         if last_attr(expr) not in self.accelerator_names:
             return False
-        qualified = self.index.imports.qualify(dotted_name(expr))
-        return qualified is None or qualified.startswith("accelerate")
+        dotted = dotted_name(expr)
+        qualified = self.index.imports.qualify(dotted)
+        if qualified is not None:
+            return qualified.startswith("accelerate")
+        # an attribute of another object (`trainer_config.accelerator`, a Lightning trainer's
+        # device string) is Accelerate's only in a file that imports Accelerate
+        if isinstance(expr, cst.Attribute) and (dotted or "").partition(".")[0] not in ("self", "cls"):
+            return self.index.imports.imports_module("accelerate")
+        return True
 
     def _dict_value(self, expr: cst.Dict, env: Env) -> Value | None:
         """``{"train": DataLoader(...), "eval": DataLoader(...)}``: a container whose items are

@@ -178,6 +178,18 @@ model.save_pretrained("out")
                 net.config = accelerator.unwrap_model(net).config
         validate(net)
         """,
+        """\
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from accelerate import Accelerator
+        from mylib import Net, update_ema
+        accelerator = Accelerator()
+        model = DDP(Net().to(accelerator.device), device_ids=[accelerator.local_process_index])
+        ema = Net()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        update_ema(ema, model.module)  # the script's own DDP has `.module` on every launch (AL503 reports the double wrap)
+        """,
     ]
     INVALID = [
         """\
@@ -227,6 +239,8 @@ class Runner:
             attr = node.attr.value
             if attr in _MODULE_API or attr.startswith("__"):
                 continue
+            if model.always_wrapped(base):
+                continue  # wrapped by hand before prepare (AL503): the wrapper is there on every launch
             if model.prepared_backend(base) == "fsdp1":
                 # FSDP1's wrapper forwards attributes to the model, and its state_dict() is the
                 # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)

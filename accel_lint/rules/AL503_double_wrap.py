@@ -7,15 +7,6 @@ import libcst as cst
 from ..model import YES, FileModel
 from .base import Finding, Rule
 
-_WRAPPERS = {
-    "torch.nn.DataParallel": "DataParallel", "torch.nn.parallel.DataParallel": "DataParallel",
-    "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel": "DistributedDataParallel",
-    "torch.distributed.fsdp.FullyShardedDataParallel": "FullyShardedDataParallel",
-    "torch.distributed.fsdp.fully_shard": "fully_shard",
-    "torch.distributed._composable.fsdp.fully_shard": "fully_shard",
-    "deepspeed.initialize": "deepspeed.initialize",
-}
 
 
 _STACKED = "stacked wrappers duplicate gradient hooks and save `module.module.` keys"
@@ -106,7 +97,7 @@ class DoubleWrap(Rule):
     def check(self, model: FileModel) -> Iterable[Finding]:
         prepares = list(model.objects.prepare_calls)
         for call in model.index.calls:
-            wrapper = _WRAPPERS.get(model.index.imports.qualify_expr(call.func) or "")
+            wrapper = model.manual_wrapper(call)
             if wrapper is None or not call.args:
                 continue
             wrapped = call.args[0].value

@@ -84,6 +84,19 @@ class DeviceMoveOnPrepared(Rule):
         model.to(torch.bfloat16)  # expect: AL504
         model.to(accelerator.device)  # expect: AL504
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from transformers import AutoModel
+        class Trainer:
+            def __init__(self):
+                self.accelerator = Accelerator()
+                self.model = self.accelerator.prepare(AutoModel.from_pretrained("bert-base-uncased"))
+                self.model.to(self.device)  # expect: AL504
+            @property
+            def device(self):
+                return self.accelerator.device
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
@@ -105,14 +118,10 @@ class DeviceMoveOnPrepared(Rule):
             elif method == "to" and call.args:
                 targets = [model.code(a.value) for a in call.args]
                 if len(call.args) == 1 and call.args[0].keyword is None and \
-                        (targets[0].endswith(".device") and model.is_accelerator(_owner(call.args[0].value))):
+                        model.is_accelerator_device(call.args[0].value):
                     yield Finding(call, f"`{name}.to({targets[0]})` on a prepared model does nothing: `prepare()` "
                                         f"already placed it on the accelerator's device", severity="info", evidence=evidence)
                 else:
                     yield Finding(call, f"`{name}.to({', '.join(targets)})` on a prepared model changes the parameters "
                                         f"under the wrapper, whose hooks and placement then no longer match; "
                                         f"`prepare()` already placed it", evidence=evidence)
-
-
-def _owner(expr: cst.BaseExpression) -> cst.BaseExpression:
-    return expr.value if isinstance(expr, cst.Attribute) else expr
