@@ -30,6 +30,12 @@ RANK_PREDICATE: Final = "RANK_PREDICATE"
 # not a collective: a function or class of another module whose call makes a new object of a known
 # kind; its detail is the kind ("model", "optimizer", "loader", "scheduler")
 RETURNS_KIND: Final = "RETURNS_KIND"
+# not a collective: a class of another module whose instances keep only this rank's share of
+# the data (its methods fill `self.<rows>` under a test on the rank index); its detail is the
+# test, as written
+SPLITS_PER_RANK: Final = "SPLITS_PER_RANK"
+# what a module summary may say of a name that is not an op it performs
+NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

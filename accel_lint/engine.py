@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND
+from .collectives import ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -629,7 +629,7 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
                 elif why != "guarded":  # only assigned from: what it returns matters
-                    ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RETURNS_KIND)]
+                    ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RETURNS_KIND, SPLITS_PER_RANK)]
                 if ops:
                     found[local] = ops
                 break

@@ -87,3 +87,55 @@ def test_a_single_process_tool_importing_a_model_class_is_still_single_process(t
     """))
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert found == []
+
+
+CLIPS = """\
+from torch.utils.data import Dataset
+
+
+class Clips(Dataset):
+    def __init__(self, path, accelerator=None):
+        self.world = accelerator.num_processes
+        self.rank = accelerator.process_index
+        self.rows = []
+        for i, row in enumerate(open(path)):
+            if {keep}:
+                self.rows.append(row)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+"""
+
+TRAIN_ON_CLIPS = """\
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+from clips import Clips
+from mylib import Net
+
+accelerator = Accelerator()
+model = Net()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+loader = DataLoader(Clips("rows.csv", accelerator=accelerator), batch_size=4, shuffle=True)
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+"""
+
+
+def test_a_dataset_class_of_another_module_that_keeps_its_ranks_rows_is_sharded_twice(tmp_path: Path):
+    (tmp_path / "clips.py").write_text(CLIPS.format(keep="i % self.world == self.rank"))
+    (tmp_path / "train.py").write_text(TRAIN_ON_CLIPS)
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    (finding,) = [d for d in found if d["code"] == "AL205"]
+    assert finding["path"].endswith("train.py") and finding["line"] == 10
+    assert "`Clips` keeps only the rows where `i % self.world == self.rank`" in finding["message"]
+    assert {"line": 10, "fact": "made by `Clips(...)`: its class keeps this rank's rows only"} in finding["evidence"]
+
+
+def test_a_dataset_class_that_keeps_every_row_is_not(tmp_path: Path):
+    (tmp_path / "clips.py").write_text(CLIPS.format(keep="row.strip()"))
+    (tmp_path / "train.py").write_text(TRAIN_ON_CLIPS)
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert not [d for d in found if d["code"] == "AL205"], found

@@ -37,7 +37,7 @@ from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
-from ..collectives import RANK_PREDICATE, RETURNS_KIND
+from ..collectives import RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES,
                       ObjectTracker,
                       Value)
@@ -78,6 +78,20 @@ def shorten(text: str, limit: int = 70) -> str:
     """Source text on one line, cut to ``limit`` characters (for messages and evidence)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fills_self(index: FileIndex, block: cst.CSTNode) -> bool:
+    """``block`` adds to a collection of the instance: ``self.rows.append(...)``,
+    ``self.rows[-1].extend(...)``."""
+    for node in index.walk(block):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute \
+                and node.func.attr.value in ("append", "extend", "add", "insert"):
+            base = node.func.value
+            while type(base) in (cst.Subscript, cst.Attribute):
+                if type(base) is cst.Attribute and type(base.value) is cst.Name and base.value.value == "self":
+                    return True
+                base = base.value
+    return False
 
 
 class FileModel:
@@ -194,7 +208,7 @@ class FileModel:
         device and autocast). Every process would redo the whole job, so it is not launched on
         several: what it writes is not a race between ranks."""
         # what other modules say of a name counts unless it is only what the name makes
-        says_more = any(kind != RETURNS_KIND for ops in self.external.values() for kind, _ in ops)
+        says_more = any(kind not in (RETURNS_KIND, SPLITS_PER_RANK) for ops in self.external.values() for kind, _ in ops)
         if not self.objects.acc_constructors or self.incoming or says_more or self.objects.prepare_calls:
             return False
         if self.uses_torch_distributed or self.index.identifiers & self._MULTI_PROCESS_NAMES:
@@ -383,7 +397,39 @@ class FileModel:
                 out[name] = ops
         for name, kind in self.exported_kinds().items():
             out[name] = [*out.get(name, []), (RETURNS_KIND, kind)]
+        for name, test in self.rank_split_classes.items():
+            out[name] = [*out.get(name, []), (SPLITS_PER_RANK, test)]
         return out
+
+    @cached_property
+    def rank_split_classes(self) -> dict[str, str]:
+        """Module-level classes whose instances keep only this rank's share of the data: a method
+        adds to one of the instance's collections (``self.rows.append(...)``) only under a test
+        on the rank (``if i % self.world == self.rank:``). Class name -> the test, as written."""
+        found: dict[str, str] = {}
+        for name, cls in self.index.classes.items():
+            if cls.node not in self.index.module.body:
+                continue
+            for method in cls.methods.values():
+                test = next((node.test for node in self.index.walk(method.body) if type(node) is cst.If
+                             and self.ranks.is_rank_dependent(node.test) and _fills_self(self.index, node.body)), None)
+                if test is not None:
+                    found[name] = shorten(self.code(test))
+                    break
+        return found
+
+    def splits_per_rank(self, call: cst.CSTNode) -> str | None:
+        """The rank test of the class ``call`` instantiates, where that class (of this module or
+        another of the tree) keeps only this rank's share of the data."""
+        if not isinstance(call, cst.Call):
+            return None
+        name = dotted_name(call.func)
+        if name is None:
+            return None
+        local = self.rank_split_classes.get(name)
+        if local is not None:
+            return local
+        return next((detail for kind, detail in self.external.get(name, ()) if kind == SPLITS_PER_RANK), None)
 
     def _predicate_kind(self, fn: cst.FunctionDef) -> str | None:
         """``"main"`` / ``"local_main"`` when the function takes no required argument and
@@ -432,6 +478,11 @@ class FileModel:
             out.append((*where, passed))
         return out
 
+    def _argument_of_assigned_call(self, call: cst.Call) -> bool:
+        arg = self.index.parents.get(call)
+        outer = self.index.parents.get(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(outer, cst.Call) and isinstance(self.index.parents.get(outer), (cst.Assign, cst.AnnAssign))
+
     def project_imports(self) -> list[tuple[int, str, str, str, str]]:
         """``from [.]*module import name [as local]`` and ``import module`` + ``module.name(...)``
         anywhere in the file, as (relative level, module, name, local name, why), for the names
@@ -453,9 +504,11 @@ class FileModel:
                   if analysed and from_another_module(name := dotted_name(call.func)) and not call.args
                   and self._in_condition(call)}
         # whatever an imported function returns is bound by an assignment: an accelerator
-        # factory matters wherever it is called
+        # factory matters wherever it is called; so does what an argument of an assigned call
+        # makes (`loader = DataLoader(Clips(...))`: a dataset class that keeps one rank's rows)
         assigned = {dotted_name(call.func) for call in self.index.calls
-                    if isinstance(self.index.parents.get(call), (cst.Assign, cst.AnnAssign))}
+                    if isinstance(self.index.parents.get(call), (cst.Assign, cst.AnnAssign))
+                    or self._argument_of_assigned_call(call)}
         if not analysed:
             # not known to be an Accelerate program until another module says so (an
             # accelerator factory): which calls are guarded is only known in the second pass

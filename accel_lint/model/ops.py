@@ -22,8 +22,8 @@ import libcst as cst
 from .. import collectives as C
 from .index import FileIndex, ScopeNode
 from .names import dotted_name
-from ..collectives import RANK_PREDICATE, RETURNS_KIND
-from .objects import ACCELERATOR_FACTORY, ObjectTracker
+from ..collectives import NOT_OPS
+from .objects import ObjectTracker
 from .ranks import FORK, UNIFORM, RankClass, RankEvaluator
 
 
@@ -681,7 +681,7 @@ class _Walker:
             imported = dotted_name(call.func) if target is None and self.a.external else None
             if imported in self.a.external:  # `evaluate(...)` or `train_util.save_state_on_train_end(...)`
                 for kind, source in self.a.external[imported]:
-                    if kind in (ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND):
+                    if kind in NOT_OPS:
                         continue  # not an op: what the function returns
                     origin = cst.parse_expression(source + "()")
                     items.append(Op(kind, call, origin, (imported,), guard))

@@ -72,10 +72,16 @@ class DoubleSharding(Rule):
                     continue
                 how = _per_rank_split(model, loader)
                 if how is not None:
+                    evidence = [(prepare, f"`{model.code(prepare.func)}(...)` returned it sharded here")]
+                    data = next((a.value for a in loader.args if a.keyword is None or a.keyword.value == "dataset"), None)
+                    made = _origin(model, data) if data is not None else None
+                    if made is not None and model.splits_per_rank(made) is not None:
+                        evidence.append((made, f"made by `{model.code(made.func)}(...)`: its class keeps this rank's "
+                                               f"rows only"))
                     yield Finding(loader, f"the data of this DataLoader is already split per rank ({how}) and "
                                           f"`prepare()` shards it again: each rank sees about 1/num_processes² of "
                                           f"it; drop the manual split",
-                                  evidence=((prepare, f"`{model.code(prepare.func)}(...)` returned it sharded here"),))
+                                  evidence=tuple(evidence))
 
 
 def _loader_call(model: FileModel, expr: cst.BaseExpression) -> cst.Call | None:
@@ -104,6 +110,9 @@ def _per_rank_split(model: FileModel, loader: cst.Call) -> str | None:
     if data is None:
         return None
     data = _origin(model, data)
+    split = model.splits_per_rank(data)
+    if split is not None:
+        return f"`{model.code(data.func)}` keeps only the rows where `{split}`"
     if isinstance(data, cst.Call) and isinstance(data.func, cst.Attribute) and data.func.attr.value == "shard":
         index = next((a.value for a in data.args if a.keyword is not None and a.keyword.value == "index"), None)
         if index is not None and model.ranks.is_rank_dependent(index):
