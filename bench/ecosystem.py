@@ -138,6 +138,14 @@ GIT_CORPORA = {
     "q-transformer": ("lucidrains/q-transformer", "d4fc1cb509eb2a3dbe96d8b1a50e0381c58bd134", None),
     "imagereward": ("THUDM/ImageReward", "c1392c6dd0fd6ecd6d416c96959ab744a6d0a8fb", None),
     "bit-diffusion": ("lucidrains/bit-diffusion", "e2c94c655959f80d3ca2a13f75114ac14694eda6", None),
+    # batch 10 (2026-11-27, third session): first contact recorded at f4c7777, after batch 9's fixes
+    "alignprop": ("mihirp1998/AlignProp", "b22918afd53f254f2ba66eb1233d94121aade5fc", None),
+    "diffusiondpo": ("SalesforceAIResearch/DiffusionDPO", "5233e75919f912f3f631958ee4ebb5b5204382d9", None),
+    "calm-pytorch": ("lucidrains/CALM-pytorch", "91820506bca2aeb2340db0f8d2f03b00b2abb688", None),
+    "vader": ("mihirp1998/VADER", "adaf2ef74763bd84dafaafe1eed98e209fae1843", None),
+    "kolors": ("Kwai-Kolors/Kolors", "0fafa56a76b7acf1e147b153d1e7b8fd65f9055b", None),
+    "rin-pytorch": ("lucidrains/recurrent-interface-network-pytorch", "775f2ff36ae107ec0247142a7a4eb543518a4efb", None),
+    "finetune-qwen2-vl": ("zhangfaen/finetune-Qwen2-VL", "c5385c5ee8cacf141a1aa4555184f1f56fe750cf", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
