@@ -34,8 +34,13 @@ RETURNS_KIND: Final = "RETURNS_KIND"
 # the data (its methods fill `self.<rows>` under a test on the rank index); its detail is the
 # test, as written
 SPLITS_PER_RANK: Final = "SPLITS_PER_RANK"
+# not a collective: the methods of a model class of another module that run its forward
+# (`def sample(self, ...): ... self(x) ...`); its detail is their names, space-separated
+FORWARD_METHODS: Final = "FORWARD_METHODS"
 # what a module summary may say of a name that is not an op it performs
-NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK})
+NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS})
+# of those, what calling the name makes (read also from modules with no Accelerate in them)
+MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
+from .collectives import ACCELERATOR_FACTORY, MADE_FACTS, RANK_PREDICATE
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -465,7 +465,7 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
                    for part in path.split(os.sep)}
     for _ in range(3):
         exporting = {path: r.summary for path, r in zip(paths, out) if r.summary}
-        _add_helper_kinds(out, exporting, set(paths))
+        _add_helper_facts(out, exporting, set(paths))
         incoming = _incoming_arguments(out, paths, local_names)
         if not exporting and not incoming:
             return out
@@ -484,7 +484,7 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
     return out
 
 
-def _add_helper_kinds(results: list[LintResult], exporting: dict[str, dict], linted: set[str]) -> None:
+def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], linted: set[str]) -> None:
     """What calling a function or class of a module the first pass did not analyse makes (a
     ``models.py`` with no Accelerate in it): read from that module when a linted file imports a
     name from it and binds the result."""
@@ -498,17 +498,39 @@ def _add_helper_kinds(results: list[LintResult], exporting: dict[str, dict], lin
                     continue
                 summary = exporting.get(candidate, {})
                 if name not in summary:
-                    kinds = _helper_kinds(candidate)
-                    if name in kinds:
-                        exporting[candidate] = {**summary, name: [(RETURNS_KIND, kinds[name])]}
+                    facts = _helper_facts(candidate)
+                    if name not in facts and candidate.endswith("__init__.py"):
+                        # a package that re-exports a class of one of its modules
+                        # (`from .modeling import Net` in its __init__.py)
+                        source = _reexported_from(candidate, name)
+                        facts = _helper_facts(source) if source in linted else {}
+                    if name in facts:
+                        exporting[candidate] = {**summary, name: facts[name]}
                 break
 
 
-_HELPER_KINDS: dict[tuple[str, int, int], dict[str, str]] = {}
+def _reexported_from(init: str, name: str) -> str | None:
+    """The module of the package whose ``__init__.py`` is ``init`` that ``name`` comes from
+    (``from .modeling import Net``), or ``None``."""
+    import ast
+
+    try:
+        with open(init, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module \
+                and any(alias.name == name and alias.asname is None for alias in node.names):
+            return os.path.join(os.path.dirname(init), *node.module.split(".")) + ".py"
+    return None
 
 
-def _helper_kinds(path: str) -> dict[str, str]:
-    """``ObjectTracker.exported_kinds`` of a module, parsed once per version of the file."""
+_HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
+
+
+def _helper_facts(path: str) -> dict[str, list[tuple[str, str]]]:
+    """``FileModel.made_facts`` of a module, parsed once per version of the file."""
     import libcst as cst
 
     from .model import FileModel
@@ -516,17 +538,17 @@ def _helper_kinds(path: str) -> dict[str, str]:
     try:
         info = os.stat(path)
         key = (path, info.st_mtime_ns, info.st_size)
-        if key in _HELPER_KINDS:
-            return _HELPER_KINDS[key]
+        if key in _HELPER_FACTS:
+            return _HELPER_FACTS[key]
         with open(path, "rb") as f:
             data = f.read()
-        kinds = FileModel(cst.parse_module(data)).exported_kinds() if len(data) < 2_000_000 else {}
+        facts = FileModel(cst.parse_module(data)).made_facts() if len(data) < 2_000_000 else {}
     except Exception:  # noqa: BLE001 - a module that cannot be read or analysed tells nothing
         return {}
-    if len(_HELPER_KINDS) > 4096:  # a long editor session: forget old versions
-        _HELPER_KINDS.clear()
-    _HELPER_KINDS[key] = kinds
-    return kinds
+    if len(_HELPER_FACTS) > 4096:  # a long editor session: forget old versions
+        _HELPER_FACTS.clear()
+    _HELPER_FACTS[key] = facts
+    return facts
 
 
 def _relint(results: list[LintResult], again: list[tuple[int, tuple]], config: Config, jobs: int) -> list[LintResult]:
@@ -629,7 +651,7 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
                 elif why != "guarded":  # only assigned from: what it returns matters
-                    ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RETURNS_KIND, SPLITS_PER_RANK)]
+                    ops = [op for op in ops if op[0] == ACCELERATOR_FACTORY or op[0] in MADE_FACTS]
                 if ops:
                     found[local] = ops
                 break

@@ -139,3 +139,47 @@ def test_a_dataset_class_that_keeps_every_row_is_not(tmp_path: Path):
     (tmp_path / "train.py").write_text(TRAIN_ON_CLIPS)
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert not [d for d in found if d["code"] == "AL205"], found
+
+
+def test_a_method_of_a_model_class_of_another_package_that_runs_the_forward_is_a_forward(tmp_path: Path):
+    """`unwrap_model(model).draw(...)` on the main process only: `draw` calls `sample`, which a
+    base class defines and which calls `self(...)`; the class comes through the package's
+    ``__init__.py`` and ``from_pretrained``."""
+    package = tmp_path / "models"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .net import Net\n")
+    (package / "net.py").write_text(textwrap.dedent("""\
+        import torch
+
+        class Base(torch.nn.Module):
+            def sample(self, x):
+                return self(x)
+
+        class Net(Base):
+            def forward(self, x):
+                return x
+
+            def draw(self, x):
+                return self.sample(x)
+
+            def describe(self):
+                return "net"
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from models import Net
+
+        def show(model, accelerator):
+            accelerator.unwrap_model(model).describe()
+            return accelerator.unwrap_model(model).draw(torch.ones(1, 2))
+
+        accelerator = Accelerator()
+        model = Net.from_pretrained("weights")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        if accelerator.is_main_process:
+            show(model, accelerator)
+    """))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert [(d["code"], d["line"]) for d in found] == [("AL305", 7)], found

@@ -37,7 +37,7 @@ from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
-from ..collectives import RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
+from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES,
                       ObjectTracker,
                       Value)
@@ -208,7 +208,7 @@ class FileModel:
         device and autocast). Every process would redo the whole job, so it is not launched on
         several: what it writes is not a race between ranks."""
         # what other modules say of a name counts unless it is only what the name makes
-        says_more = any(kind not in (RETURNS_KIND, SPLITS_PER_RANK) for ops in self.external.values() for kind, _ in ops)
+        says_more = any(kind not in MADE_FACTS for ops in self.external.values() for kind, _ in ops)
         if not self.objects.acc_constructors or self.incoming or says_more or self.objects.prepare_calls:
             return False
         if self.uses_torch_distributed or self.index.identifiers & self._MULTI_PROCESS_NAMES:
@@ -395,11 +395,91 @@ class FileModel:
                 ops = [*ops, (RANK_PREDICATE, where)]
             if ops:
                 out[name] = ops
-        for name, kind in self.exported_kinds().items():
-            out[name] = [*out.get(name, []), (RETURNS_KIND, kind)]
-        for name, test in self.rank_split_classes.items():
-            out[name] = [*out.get(name, []), (SPLITS_PER_RANK, test)]
+        for name, facts in self.made_facts().items():
+            out[name] = [*out.get(name, []), *facts]
         return out
+
+    def made_facts(self) -> dict[str, list[tuple[str, str]]]:
+        """What calling this module's functions and classes makes, for other modules of the tree
+        (also read from modules with no Accelerate in them): the kind of object, a dataset that
+        keeps one rank's rows, the methods of a model class that run its forward."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for name, kind in self.exported_kinds().items():
+            out.setdefault(name, []).append((RETURNS_KIND, kind))
+        for name, test in self.rank_split_classes.items():
+            out.setdefault(name, []).append((SPLITS_PER_RANK, test))
+        for name, methods in self.forward_methods.items():
+            if self.index.classes[name].node in self.index.module.body and methods - {"forward", "generate"}:
+                out.setdefault(name, []).append((FORWARD_METHODS, " ".join(sorted(methods))))
+        return out
+
+    @cached_property
+    def forward_methods(self) -> dict[str, frozenset[str]]:
+        """Class name -> the methods that run the module's own forward: ``self(...)``,
+        ``self.forward(...)``, ``self.generate(...)``, or another such method of the class or of
+        a base class of this file."""
+        calls: dict[str, dict[str, set[str]]] = {}  # class -> method -> methods of self it calls
+        for name, cls in self.index.classes.items():
+            calls[name] = {}
+            for method_name, method in cls.methods.items():
+                called = calls[name].setdefault(method_name, set())
+                for node in self.index.walk(method.body):
+                    if type(node) is not cst.Call:
+                        continue
+                    func = node.func
+                    if type(func) is cst.Name and func.value == "self":
+                        called.add("forward")
+                    elif type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+                        called.add(func.attr.value)
+
+        def methods_of(name: str, seen: frozenset = frozenset()) -> dict[str, set[str]]:
+            own = dict(calls.get(name, {}))
+            for base in self.index.classes[name].bases if name in self.index.classes else ():
+                base = base.rsplit(".", 1)[-1]
+                if base in calls and base not in seen:
+                    for method, called in methods_of(base, seen | {name}).items():
+                        own.setdefault(method, called)
+            return own
+
+        out: dict[str, frozenset[str]] = {}
+        for name in calls:
+            methods = methods_of(name)
+            forwarding = {"forward", "generate"}
+            changed = True
+            while changed:
+                changed = False
+                for method, called in methods.items():
+                    if method not in forwarding and called & forwarding:
+                        forwarding.add(method)
+                        changed = True
+            out[name] = frozenset(forwarding)
+        return out
+
+    def runs_forward(self, model_expr: cst.BaseExpression, method: str) -> bool:
+        """``model_expr.<method>(...)`` runs the model's forward: ``forward``/``generate``, or a
+        method that calls them on every class that made the object (this module's or another's)."""
+        if method in ("forward", "generate"):
+            return True
+        value = self.value_at(model_expr)
+        classes = [self._class_made_by(o) for o in value.origins()] if value is not None else []
+        known = [self._forward_methods_of(c) for c in classes if c is not None]
+        known = [k for k in known if k is not None]
+        return bool(known) and all(method in k for k in known)
+
+    @staticmethod
+    def _class_made_by(origin: cst.CSTNode) -> str | None:
+        if not isinstance(origin, cst.Call):
+            return None
+        name = dotted_name(origin.func)
+        if name is None:
+            return None
+        return name[: -len(".from_pretrained")] if name.endswith(".from_pretrained") else name
+
+    def _forward_methods_of(self, cls: str) -> frozenset[str] | None:
+        if cls in self.forward_methods:
+            return self.forward_methods[cls]
+        detail = next((d for kind, d in self.external.get(cls, ()) if kind == FORWARD_METHODS), None)
+        return frozenset(detail.split()) if detail is not None else None
 
     @cached_property
     def rank_split_classes(self) -> dict[str, str]:
@@ -524,6 +604,8 @@ class FileModel:
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
                 out.append((*modules[head], function, name, why(name)))
+            if function == "from_pretrained" and head in imported and head not in guarded | tested | assigned:
+                out.append((*imported[head], head, "assigned"))  # `Model.from_pretrained(...)`: a class of the tree
         return out
 
     def _in_condition(self, call: cst.Call) -> bool:

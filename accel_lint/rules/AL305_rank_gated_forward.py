@@ -12,8 +12,9 @@ class RankGatedForward(Rule):
     """A prepared model run on some ranks only.
 
     ## What it does
-    Flags `model(...)`, `model.forward(...)` and `model.generate(...)` on a prepared model
-    inside a rank guard (`if accelerator.is_main_process:`, an early exit, a main-only
+    Flags `model(...)`, `model.forward(...)`, `model.generate(...)` and the model class's own
+    methods that call its forward (`def sample(self, x): ... self(x)`, in this module or another
+    of the project) on a prepared model inside a rank guard (`if accelerator.is_main_process:`, an early exit, a main-only
     helper): an error. `accelerator.unwrap_model(model)(...)` or `.generate(...)` there is a
     warning: harmless under plain DDP, a hang under FSDP and ZeRO-3 (with
     `--accelerate-config`, the severity follows the backend).
@@ -73,6 +74,29 @@ class RankGatedForward(Rule):
             outputs = model(**batch)  # expect: AL305
             text = accelerator.unwrap_model(model).generate(**prompt)  # expect: AL305
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+
+        class Denoiser(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = torch.nn.Linear(8, 8)
+            def forward(self, x):
+                return self.net(x)
+            def sample(self, x, steps=4):
+                for _ in range(steps):
+                    x = self(x)
+                return x
+            def describe(self):
+                return "denoiser"
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(Denoiser())
+        if accelerator.is_main_process:
+            images = accelerator.unwrap_model(model).sample(torch.randn(1, 8))  # expect: AL305
+            name = accelerator.unwrap_model(model).describe()
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
@@ -101,15 +125,15 @@ class RankGatedForward(Rule):
 def _forward_target(model: FileModel, call: cst.Call):
     """(the model expression, whether it was unwrapped) for a forward/generate call, else (None, False)."""
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in ("forward", "generate"):
+    method = func.attr.value if isinstance(func, cst.Attribute) else None
+    if method is not None:
         func = func.value
-    value = model.value_at(func)
-    if value is not None and value.kind == "model" and value.prepared == YES and not value.not_wrapped:
-        return func, False
-    if isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute) and func.func.attr.value == "unwrap_model" \
-            and model.is_accelerator(func.func.value) and func.args:
-        inner = func.args[0].value
-        inner_value = model.value_at(inner)
-        if inner_value is not None and inner_value.kind == "model" and inner_value.prepared == YES:
-            return inner, True
-    return None, False
+    unwrapped = isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute) \
+        and func.func.attr.value == "unwrap_model" and model.is_accelerator(func.func.value) and bool(func.args)
+    target = func.args[0].value if unwrapped else func
+    value = model.value_at(target)
+    if value is None or value.kind != "model" or value.prepared != YES or (value.not_wrapped and not unwrapped):
+        return None, False
+    if method is not None and not model.runs_forward(target, method):
+        return None, False  # another method: `.eval()`, `.parameters()`, or one not known to run the forward
+    return target, unwrapped
