@@ -183,3 +183,32 @@ def test_a_method_of_a_model_class_of_another_package_that_runs_the_forward_is_a
     """))
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert [(d["code"], d["line"]) for d in found] == [("AL305", 7)], found
+
+
+def test_a_helper_given_only_the_bare_module_or_a_frozen_one_reads_its_attributes_freely(tmp_path: Path):
+    """The callers pass the prepared model only where it is not a wrapper (the `else` of
+    `isinstance(m, DistributedDataParallel)`, where the wrapper's `.module` goes instead), and a
+    frozen model, which `prepare` returns unwrapped: the helper's attribute reads are fine."""
+    (tmp_path / "sampling.py").write_text(textwrap.dedent("""\
+        def sample(model, x):
+            return model.decode(model.encode(x))
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from diffusers import AutoencoderKL, UNet2DConditionModel
+        from sampling import sample
+        accelerator = Accelerator()
+        unet = UNet2DConditionModel.from_pretrained("sd", subfolder="unet")
+        vae = AutoencoderKL.from_pretrained("sd", subfolder="vae")
+        vae.requires_grad_(False)
+        optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-4)
+        unet, optimizer, vae = accelerator.prepare(unet, optimizer, vae)
+        if isinstance(unet, torch.nn.parallel.DistributedDataParallel):
+            out = sample(unet.module, torch.ones(1))
+        else:
+            out = sample(unet, torch.ones(1))
+        latents = sample(vae, torch.ones(1))
+    """))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert not [d for d in found if d["code"] == "AL501"], found

@@ -553,6 +553,8 @@ class FileModel:
                 if arg.star:
                     break
                 kind = self.prepared_kind(arg.value)
+                if kind == "model" and (self.wrapped_at(call, arg.value) == NO or self.value_at(arg.value).not_wrapped):
+                    continue  # the bare module: passed in the `else` of `isinstance(m, DDP)`, or frozen before prepare
                 if kind in ("model", "optimizer", "loader", "scheduler"):
                     passed[arg.keyword.value if arg.keyword is not None else str(position)] = kind
             out.append((*where, passed))
@@ -665,8 +667,9 @@ class FileModel:
     def wrapped_at(self, node: cst.CSTNode, model_expr: cst.BaseExpression) -> str:
         """Whether the prepared model ``model_expr`` is a wrapper object where ``node`` runs:
         ``NO`` inside a branch that only runs without one (``else`` of ``hasattr(m, "module")``
-        or of ``isinstance(m, DistributedDataParallel)``; ``distributed_type == XLA``/``NO``;
-        ``num_processes == 1``), ``YES`` inside the branch that tests for the wrapper, else
+        or of ``isinstance(m, DistributedDataParallel)``, the body of ``isinstance(m,
+        ModelClass)``; ``distributed_type == XLA``/``NO``; ``num_processes == 1``), ``YES`` inside
+        the branch that tests for the wrapper or the ``else`` of ``isinstance(m, ModelClass)``, else
         ``MAYBE`` (it depends on the backend)."""
         name = dotted_name(model_expr)
         if self.single_process_at(node):
@@ -683,8 +686,12 @@ class FileModel:
                 joined = cst.And if in_body else cst.Or
                 parts = [test.left, test.right] if type(test) is cst.BooleanOperation and type(test.operator) is joined else [test]
                 for part in parts:
-                    if in_body and self._isinstance_of_model_class(part, name):
-                        return NO  # a wrapper is no instance of the model's own class
+                    if self._isinstance_of_model_class(part, name):
+                        if in_body:
+                            return NO  # a wrapper is no instance of the model's own class
+                        # not an instance of the model's class: the script asserts the wrapper
+                        # (`if isinstance(unet, UNet3DConditionModel): ... else: unet.module`)
+                        return YES
                     verdict = self._wrapper_test(part, name)
                     if verdict is not None:
                         holds = verdict if in_body else (not verdict)

@@ -190,6 +190,19 @@ model.save_pretrained("out")
         model, optimizer = accelerator.prepare(model, optimizer)
         update_ema(ema, model.module)  # the script's own DDP has `.module` on every launch (AL503 reports the double wrap)
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from diffusers import UNet2DConditionModel
+        accelerator = Accelerator()
+        unet = UNet2DConditionModel.from_pretrained("runwayml/stable-diffusion-v1-5", subfolder="unet")
+        optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-4)
+        unet, optimizer = accelerator.prepare(unet, optimizer)
+        if isinstance(unet, UNet2DConditionModel):  # bare: one process
+            unet.enable_gradient_checkpointing()
+        else:  # not the model's own class: the script asserts the wrapper
+            unet.module.enable_gradient_checkpointing()
+        """,
     ]
     INVALID = [
         """\
