@@ -72,3 +72,24 @@ def test_the_packaged_table_knows_paths_and_tolerant_keywords():
     assert library.writes["os.makedirs"].tolerant == ("exist_ok",)
     assert library.write_methods["mkdir"].path == "self"
     assert "uuid.uuid4" in library.rank_unique_sources
+
+
+REPLAY = """\
+import torch
+from accelerate import Accelerator
+from memmap_replay_buffer import ReplayBuffer
+
+accelerator = Accelerator()
+policy = accelerator.prepare(torch.nn.Linear(4, 2))
+{guard}buffer = ReplayBuffer("./replay", max_episodes=8, max_timesteps=16, fields=dict(reward="float"))
+"""
+
+
+def test_a_memory_mapped_replay_buffer_built_on_every_rank_on_one_folder_is_a_write(tmp_path):
+    """A row of the table, not code: every rank opening the same memmap folder for writing."""
+    every_rank = tmp_path / "every_rank.py"
+    every_rank.write_text(REPLAY.format(guard=""))
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(REPLAY.format(guard="if accelerator.is_main_process:\n    "))
+    _, found = json_findings("--no-cache", "--select", "AL401", str(tmp_path))
+    assert [(Path(d["path"]).name, d["line"]) for d in found] == [("every_rank.py", 7)], found

@@ -600,14 +600,17 @@ class FileModel:
         def why(name: str) -> str:
             return "guarded" if name in guarded else ("tested" if name in tested else "assigned")
 
+        # a model class of the tree loaded with `Model.from_pretrained(...)` (also `.to(device)` after it):
+        # what its methods do matters where the model is used
+        pretrained = {name.rpartition(".")[0] for call in self.index.calls
+                      if (name := dotted_name(call.func)) is not None and name.endswith(".from_pretrained")}
         out = [(*where, local, why(local))
-               for local, where in imported.items() if local in guarded or local in assigned or local in tested]
+               for local, where in imported.items()
+               if local in guarded or local in assigned or local in tested or local in pretrained]
         for name in sorted(n for n in assigned | guarded | tested if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
                 out.append((*modules[head], function, name, why(name)))
-            if function == "from_pretrained" and head in imported and head not in guarded | tested | assigned:
-                out.append((*imported[head], head, "assigned"))  # `Model.from_pretrained(...)`: a class of the tree
         return out
 
     def _in_condition(self, call: cst.Call) -> bool:

@@ -97,6 +97,19 @@ class RankGatedForward(Rule):
             images = accelerator.unwrap_model(model).sample(torch.randn(1, 8))  # expect: AL305
             name = accelerator.unwrap_model(model).describe()
         """,
+        """\
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+
+        class Trainer:
+            def __init__(self):
+                self.accelerator = Accelerator()
+                self.model = self.accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
+
+            def validate(self, batch):
+                if self.accelerator.is_main_process:
+                    return self.model(**batch)  # expect: AL305
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
@@ -123,17 +136,27 @@ class RankGatedForward(Rule):
 
 
 def _forward_target(model: FileModel, call: cst.Call):
-    """(the model expression, whether it was unwrapped) for a forward/generate call, else (None, False)."""
+    """(the model expression, whether it was unwrapped) for a forward call (``model(...)``,
+    ``unwrap_model(model)(...)``) or a method that runs the forward (``.generate``, or one of
+    the model class's own), else (None, False)."""
     func = call.func
-    method = func.attr.value if isinstance(func, cst.Attribute) else None
-    if method is not None:
-        func = func.value
-    unwrapped = isinstance(func, cst.Call) and isinstance(func.func, cst.Attribute) \
-        and func.func.attr.value == "unwrap_model" and model.is_accelerator(func.func.value) and bool(func.args)
-    target = func.args[0].value if unwrapped else func
+    target, unwrapped = _prepared_model(model, func)
+    if target is not None:
+        return target, unwrapped
+    if isinstance(func, cst.Attribute):
+        target, unwrapped = _prepared_model(model, func.value)
+        if target is not None and model.runs_forward(target, func.attr.value):
+            return target, unwrapped
+    return None, False
+
+
+def _prepared_model(model: FileModel, expr: cst.BaseExpression):
+    """(the prepared model, whether unwrapped) that ``expr`` is: the wrapper ``prepare``
+    returned, or ``accelerator.unwrap_model(<it>)``; else (None, False)."""
+    unwrapped = isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+        and expr.func.attr.value == "unwrap_model" and model.is_accelerator(expr.func.value) and bool(expr.args)
+    target = expr.args[0].value if unwrapped else expr
     value = model.value_at(target)
     if value is None or value.kind != "model" or value.prepared != YES or (value.not_wrapped and not unwrapped):
         return None, False
-    if method is not None and not model.runs_forward(target, method):
-        return None, False  # another method: `.eval()`, `.parameters()`, or one not known to run the forward
     return target, unwrapped
