@@ -146,6 +146,12 @@ GIT_CORPORA = {
     "kolors": ("Kwai-Kolors/Kolors", "0fafa56a76b7acf1e147b153d1e7b8fd65f9055b", None),
     "rin-pytorch": ("lucidrains/recurrent-interface-network-pytorch", "775f2ff36ae107ec0247142a7a4eb543518a4efb", None),
     "finetune-qwen2-vl": ("zhangfaen/finetune-Qwen2-VL", "c5385c5ee8cacf141a1aa4555184f1f56fe750cf", None),
+    # batch 11 (2026-11-27, third session): first contact recorded at f2638c6, after batch 10's fixes
+    "stableanimator": ("Francis-Rings/StableAnimator", "020e7f23a768410e0183ce943397d96a609f4ec1", None),
+    "joyhallo": ("jdh-algo/JoyHallo", "dbbe5b2db754ff1e707bdde3fc41a23b585aea17", None),
+    "v-express": ("tencent-ailab/V-Express", "6814f7db362dc9e26644162034b4d28c5277651a", None),
+    "motiondirector": ("showlab/MotionDirector", "0146a50c1d016dfefb658aca7cc5a1999cdd6cad", None),
+    "sd-dreambooth-extension": ("d8ahazard/sd_dreambooth_extension", "4244f6b2cf810a0a4dd83a3534b27d92b82e4c21", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
