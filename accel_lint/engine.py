@@ -509,21 +509,35 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
                 break
 
 
+_REEXPORTS: dict[tuple[str, int, int], dict[str, str]] = {}
+
+
 def _reexported_from(init: str, name: str) -> str | None:
     """The module of the package whose ``__init__.py`` is ``init`` that ``name`` comes from
-    (``from .modeling import Net``), or ``None``."""
+    (``from .modeling import Net``), or ``None``. Each version of the file is read once (a
+    large package's ``__init__.py`` is asked about many names)."""
     import ast
 
     try:
-        with open(init, "rb") as f:
-            tree = ast.parse(f.read())
+        info = os.stat(init)
+        key = (init, info.st_mtime_ns, info.st_size)
+        names = _REEXPORTS.get(key)
+        if names is None:
+            with open(init, "rb") as f:
+                tree = ast.parse(f.read())
+            names = {}
+            for node in tree.body:
+                if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                    module = os.path.join(os.path.dirname(init), *node.module.split(".")) + ".py"
+                    for alias in node.names:
+                        if alias.asname is None:
+                            names.setdefault(alias.name, module)
+            if len(_REEXPORTS) > 4096:  # a long editor session: forget old versions
+                _REEXPORTS.clear()
+            _REEXPORTS[key] = names
     except (OSError, SyntaxError, ValueError):
         return None
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module \
-                and any(alias.name == name and alias.asname is None for alias in node.names):
-            return os.path.join(os.path.dirname(init), *node.module.split(".")) + ".py"
-    return None
+    return names.get(name)
 
 
 _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
