@@ -32,6 +32,7 @@ from functools import cached_property
 import libcst as cst
 
 from .binding import BoundNames
+from .classes import FORWARD, forward_methods, rank_split_tests
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
 from .moves import rank_branch_of
@@ -78,20 +79,6 @@ def shorten(text: str, limit: int = 70) -> str:
     """Source text on one line, cut to ``limit`` characters (for messages and evidence)."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _fills_self(index: FileIndex, block: cst.CSTNode) -> bool:
-    """``block`` adds to a collection of the instance: ``self.rows.append(...)``,
-    ``self.rows[-1].extend(...)``."""
-    for node in index.walk(block):
-        if type(node) is cst.Call and type(node.func) is cst.Attribute \
-                and node.func.attr.value in ("append", "extend", "add", "insert"):
-            base = node.func.value
-            while type(base) in (cst.Subscript, cst.Attribute):
-                if type(base) is cst.Attribute and type(base.value) is cst.Name and base.value.value == "self":
-                    return True
-                base = base.value
-    return False
 
 
 class FileModel:
@@ -409,56 +396,19 @@ class FileModel:
         for name, test in self.rank_split_classes.items():
             out.setdefault(name, []).append((SPLITS_PER_RANK, test))
         for name, methods in self.forward_methods.items():
-            if self.index.classes[name].node in self.index.module.body and methods - {"forward", "generate"}:
+            if self.index.classes[name].node in self.index.module.body and methods - FORWARD:
                 out.setdefault(name, []).append((FORWARD_METHODS, " ".join(sorted(methods))))
         return out
 
     @cached_property
     def forward_methods(self) -> dict[str, frozenset[str]]:
-        """Class name -> the methods that run the module's own forward: ``self(...)``,
-        ``self.forward(...)``, ``self.generate(...)``, or another such method of the class or of
-        a base class of this file."""
-        calls: dict[str, dict[str, set[str]]] = {}  # class -> method -> methods of self it calls
-        for name, cls in self.index.classes.items():
-            calls[name] = {}
-            for method_name, method in cls.methods.items():
-                called = calls[name].setdefault(method_name, set())
-                for node in self.index.walk(method.body):
-                    if type(node) is not cst.Call:
-                        continue
-                    func = node.func
-                    if type(func) is cst.Name and func.value == "self":
-                        called.add("forward")
-                    elif type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
-                        called.add(func.attr.value)
-
-        def methods_of(name: str, seen: frozenset = frozenset()) -> dict[str, set[str]]:
-            own = dict(calls.get(name, {}))
-            for base in self.index.classes[name].bases if name in self.index.classes else ():
-                base = base.rsplit(".", 1)[-1]
-                if base in calls and base not in seen:
-                    for method, called in methods_of(base, seen | {name}).items():
-                        own.setdefault(method, called)
-            return own
-
-        out: dict[str, frozenset[str]] = {}
-        for name in calls:
-            methods = methods_of(name)
-            forwarding = {"forward", "generate"}
-            changed = True
-            while changed:
-                changed = False
-                for method, called in methods.items():
-                    if method not in forwarding and called & forwarding:
-                        forwarding.add(method)
-                        changed = True
-            out[name] = frozenset(forwarding)
-        return out
+        """Class name -> the methods that run the module's own forward (``classes.forward_methods``)."""
+        return forward_methods(self.index)
 
     def runs_forward(self, model_expr: cst.BaseExpression, method: str) -> bool:
         """``model_expr.<method>(...)`` runs the model's forward: ``forward``/``generate``, or a
         method that calls them on every class that made the object (this module's or another's)."""
-        if method in ("forward", "generate"):
+        if method in FORWARD:
             return True
         value = self.value_at(model_expr)
         classes = [self._class_made_by(o) for o in value.origins()] if value is not None else []
@@ -483,20 +433,10 @@ class FileModel:
 
     @cached_property
     def rank_split_classes(self) -> dict[str, str]:
-        """Module-level classes whose instances keep only this rank's share of the data: a method
-        adds to one of the instance's collections (``self.rows.append(...)``) only under a test
-        on the rank (``if i % self.world == self.rank:``). Class name -> the test, as written."""
-        found: dict[str, str] = {}
-        for name, cls in self.index.classes.items():
-            if cls.node not in self.index.module.body:
-                continue
-            for method in cls.methods.values():
-                test = next((node.test for node in self.index.walk(method.body) if type(node) is cst.If
-                             and self.ranks.is_rank_dependent(node.test) and _fills_self(self.index, node.body)), None)
-                if test is not None:
-                    found[name] = shorten(self.code(test))
-                    break
-        return found
+        """Module-level classes whose instances keep only this rank's share of the data -> the
+        rank test, as written (``classes.rank_split_tests``)."""
+        return {name: shorten(self.code(test))
+                for name, test in rank_split_tests(self.index, self.ranks.is_rank_dependent).items()}
 
     def splits_per_rank(self, call: cst.CSTNode) -> str | None:
         """The rank test of the class ``call`` instantiates, where that class (of this module or
