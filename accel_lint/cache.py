@@ -97,6 +97,26 @@ class ResultCache:
         except OSError:
             pass  # a read-only tree still gets linted, just without a cache
 
+    def get_facts(self, key: str) -> dict | None:
+        """What a module of the tree that the first pass did not analyse makes (``made_facts``)."""
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            return {name: [tuple(fact) for fact in facts] for name, facts in data["facts"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def put_facts(self, key: str, facts: dict) -> None:
+        target = self._path(key)
+        try:
+            self._ensure_root()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"facts": facts}, f)
+            os.replace(tmp, target)
+        except OSError:
+            pass
+
     def _ensure_root(self) -> None:
         ignore = self.directory / ".gitignore"
         if not ignore.exists():

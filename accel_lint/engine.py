@@ -465,7 +465,7 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
                    for part in path.split(os.sep)}
     for _ in range(3):
         exporting = {path: r.summary for path, r in zip(paths, out) if r.summary}
-        _add_helper_facts(out, exporting, set(paths))
+        _add_helper_facts(out, exporting, set(paths), config.cache_dir, jobs)
         incoming = _incoming_arguments(out, paths, local_names)
         if not exporting and not incoming:
             return out
@@ -484,10 +484,14 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
     return out
 
 
-def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], linted: set[str]) -> None:
+def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], linted: set[str],
+                      cache_dir: Path | None = None, jobs: int = 1) -> None:
     """What calling a function or class of a module the first pass did not analyse makes (a
     ``models.py`` with no Accelerate in it): read from that module when a linted file imports a
-    name from it and binds the result."""
+    name from it and binds the result. The modules are read in ``jobs`` workers first when there
+    are enough of them (a large tree imports hundreds)."""
+    if jobs > 1:
+        _read_helper_facts_in_workers(results, exporting, linted, cache_dir, jobs)
     for r in results:
         if not r.imports:
             continue
@@ -498,15 +502,59 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
                     continue
                 summary = exporting.get(candidate, {})
                 if name not in summary:
-                    facts = _helper_facts(candidate)
+                    facts = _helper_facts(candidate, cache_dir)
                     if name not in facts and candidate.endswith("__init__.py"):
                         # a package that re-exports a class of one of its modules
                         # (`from .modeling import Net` in its __init__.py)
                         source = _reexported_from(candidate, name)
-                        facts = _helper_facts(source) if source in linted else {}
+                        facts = _helper_facts(source, cache_dir) if source in linted else {}
                     if name in facts:
                         exporting[candidate] = {**summary, name: facts[name]}
                 break
+
+
+def _read_helper_facts_in_workers(results: list[LintResult], exporting: dict[str, dict], linted: set[str],
+                                  cache_dir: Path | None, jobs: int) -> None:
+    """Fill the per-process memo of ``_helper_facts`` for every module ``_add_helper_facts`` may
+    ask about, in worker processes."""
+    wanted: set[str] = set()
+    for r in results:
+        here = os.path.dirname(os.path.abspath(r.path))
+        for level, module, name, _local, _why in r.imports or ():
+            for candidate in _module_files(here, level, module):
+                if candidate not in linted:
+                    continue
+                if name not in exporting.get(candidate, {}):
+                    wanted.add(candidate)
+                    source = _reexported_from(candidate, name) if candidate.endswith("__init__.py") else None
+                    if source in linted:
+                        wanted.add(source)
+                break
+    missing = []
+    for path in sorted(wanted):
+        key = _stat_key(path)
+        if key is not None and key not in _HELPER_FACTS:
+            missing.append((path, key))
+    if len(missing) < PARALLEL_MIN_FILES:
+        return
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            found = pool.map(_helper_facts, [p for p, _ in missing], [cache_dir] * len(missing), chunksize=4)
+            for (_path, key), facts in zip(missing, found):
+                _HELPER_FACTS[key] = facts
+    except BrokenProcessPool:
+        pass  # what is missing is read here, one module at a time
+
+
+def _stat_key(path: str) -> tuple[str, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return path, info.st_mtime_ns, info.st_size
 
 
 _REEXPORTS: dict[tuple[str, int, int], dict[str, str]] = {}
@@ -543,26 +591,38 @@ def _reexported_from(init: str, name: str) -> str | None:
 _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
 
 
-def _helper_facts(path: str) -> dict[str, list[tuple[str, str]]]:
-    """``FileModel.made_facts`` of a module, parsed once per version of the file."""
-    import libcst as cst
-
-    from .model import FileModel
-
+def _helper_facts(path: str, cache_dir: Path | None = None) -> dict[str, list[tuple[str, str]]]:
+    """``FileModel.made_facts`` of a module, parsed once per version of the file in a process,
+    and kept in the on-disk cache by content between runs (a warm run parses nothing)."""
     try:
-        info = os.stat(path)
-        key = (path, info.st_mtime_ns, info.st_size)
+        key = _stat_key(path)
+        if key is None:
+            return {}
         if key in _HELPER_FACTS:
             return _HELPER_FACTS[key]
         with open(path, "rb") as f:
             data = f.read()
-        facts = FileModel(cst.parse_module(data)).made_facts() if len(data) < 2_000_000 else {}
+        cache = ResultCache(cache_dir) if cache_dir is not None else None
+        disk_key = cache_key(data, ["made-facts"], "") if cache is not None else None
+        facts = cache.get_facts(disk_key) if cache is not None else None
+        if facts is None:
+            facts = _made_facts(data)
+            if cache is not None:
+                cache.put_facts(disk_key, facts)
     except Exception:  # noqa: BLE001 - a module that cannot be read or analysed tells nothing
         return {}
     if len(_HELPER_FACTS) > 4096:  # a long editor session: forget old versions
         _HELPER_FACTS.clear()
     _HELPER_FACTS[key] = facts
     return facts
+
+
+def _made_facts(data: bytes) -> dict[str, list[tuple[str, str]]]:
+    import libcst as cst
+
+    from .model import FileModel
+
+    return FileModel(cst.parse_module(data)).made_facts() if len(data) < 2_000_000 else {}
 
 
 def _relint(results: list[LintResult], again: list[tuple[int, tuple]], config: Config, jobs: int) -> list[LintResult]:

@@ -212,3 +212,24 @@ def test_a_helper_given_only_the_bare_module_or_a_frozen_one_reads_its_attribute
     """))
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert not [d for d in found if d["code"] == "AL501"], found
+
+
+def test_a_warm_run_reads_what_helper_modules_make_from_the_cache(tmp_path: Path, monkeypatch):
+    """The modules the first pass does not analyse are read for what they make once; a warm run
+    takes that from the on-disk cache instead of parsing them again."""
+    from accel_lint import engine
+    from accel_lint.config import Config
+
+    root = project(tmp_path, "build_loader")
+    config = Config(cache_dir=tmp_path / ".cache")
+    files = sorted(root.glob("*.py"))
+    cold = engine.lint_paths(files, config)
+    engine._HELPER_FACTS.clear()  # a new process: nothing in memory
+
+    def parse_again(data):
+        raise AssertionError("a helper module was parsed again")
+
+    monkeypatch.setattr(engine, "_made_facts", parse_again)
+    warm = engine.lint_paths(files, config)
+    assert [(d.code, d.line) for d in warm.diagnostics] == [(d.code, d.line) for d in cold.diagnostics]
+    assert {"AL201", "AL501"} <= {d.code for d in warm.diagnostics}
