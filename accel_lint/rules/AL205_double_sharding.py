@@ -73,8 +73,7 @@ class DoubleSharding(Rule):
                 how = _per_rank_split(model, loader)
                 if how is not None:
                     evidence = [(prepare, f"`{model.code(prepare.func)}(...)` returned it sharded here")]
-                    data = next((a.value for a in loader.args if a.keyword is None or a.keyword.value == "dataset"), None)
-                    made = _origin(model, data) if data is not None else None
+                    made = _dataset_of(model, loader)
                     if made is not None and model.splits_per_rank(made) is not None:
                         evidence.append((made, f"made by `{model.code(made.func)}(...)`: its class keeps this rank's "
                                                f"rows only"))
@@ -100,16 +99,21 @@ def _origin(model: FileModel, expr: cst.BaseExpression) -> cst.BaseExpression:
     return origin if isinstance(origin, cst.BaseExpression) and origin is not expr else expr
 
 
+def _dataset_of(model: FileModel, loader: cst.Call) -> cst.BaseExpression | None:
+    """What made the loader's dataset (its first positional or ``dataset=`` argument)."""
+    data = next((a.value for a in loader.args if a.keyword is None or a.keyword.value == "dataset"), None)
+    return _origin(model, data) if data is not None else None
+
+
 def _per_rank_split(model: FileModel, loader: cst.Call) -> str | None:
     for arg in loader.args:
         if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
             sampler = _origin(model, arg.value)
             if "DistributedSampler" in model.code(sampler):
                 return "a DistributedSampler"
-    data = next((a.value for a in loader.args if a.keyword is None or a.keyword.value == "dataset"), None)
+    data = _dataset_of(model, loader)
     if data is None:
         return None
-    data = _origin(model, data)
     split = model.splits_per_rank(data)
     if split is not None:
         return f"`{model.code(data.func)}` keeps only the rows where `{split}`"
