@@ -86,16 +86,7 @@ class ResultCache:
             "imports": imports or [],
             "passes": passes or [],
         }
-        target = self._path(key)
-        try:
-            self._ensure_root()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(entry, f)
-            os.replace(tmp, target)  # atomic: parallel workers never see half an entry
-        except OSError:
-            pass  # a read-only tree still gets linted, just without a cache
+        self._write(key, entry)
 
     def get_facts(self, key: str) -> dict | None:
         """What a module of the tree that the first pass did not analyse makes (``made_facts``)."""
@@ -106,16 +97,19 @@ class ResultCache:
             return None
 
     def put_facts(self, key: str, facts: dict) -> None:
+        self._write(key, {"facts": facts})
+
+    def _write(self, key: str, entry: dict) -> None:
         target = self._path(key)
         try:
             self._ensure_root()
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"facts": facts}, f)
-            os.replace(tmp, target)
+                json.dump(entry, f)
+            os.replace(tmp, target)  # atomic: parallel workers never see half an entry
         except OSError:
-            pass
+            pass  # a read-only tree still gets linted, just without a cache
 
     def _ensure_root(self) -> None:
         ignore = self.directory / ".gitignore"

@@ -492,24 +492,29 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
     are enough of them (a large tree imports hundreds)."""
     if jobs > 1:
         _read_helper_facts_in_workers(results, exporting, linted, cache_dir, jobs)
+    for candidate, name in _unexported_imports(results, exporting, linted):
+        facts = _helper_facts(candidate, cache_dir)
+        if name not in facts and candidate.endswith("__init__.py"):
+            # a package that re-exports a class of one of its modules
+            # (`from .modeling import Net` in its __init__.py)
+            source = _reexported_from(candidate, name)
+            facts = _helper_facts(source, cache_dir) if source in linted else {}
+        if name in facts:
+            exporting[candidate] = {**exporting.get(candidate, {}), name: facts[name]}
+
+
+def _unexported_imports(results: list[LintResult], exporting: dict[str, dict], linted: set[str]
+                        ) -> Iterator[tuple[str, str]]:
+    """(module file, name) for each name a linted file imports from a module of the tree whose
+    summary says nothing of that name (yet: the caller may add it while iterating)."""
     for r in results:
-        if not r.imports:
-            continue
         here = os.path.dirname(os.path.abspath(r.path))
-        for level, module, name, _local, _why in r.imports:
+        for level, module, name, _local, _why in r.imports or ():
             for candidate in _module_files(here, level, module):
                 if candidate not in linted:
                     continue
-                summary = exporting.get(candidate, {})
-                if name not in summary:
-                    facts = _helper_facts(candidate, cache_dir)
-                    if name not in facts and candidate.endswith("__init__.py"):
-                        # a package that re-exports a class of one of its modules
-                        # (`from .modeling import Net` in its __init__.py)
-                        source = _reexported_from(candidate, name)
-                        facts = _helper_facts(source, cache_dir) if source in linted else {}
-                    if name in facts:
-                        exporting[candidate] = {**summary, name: facts[name]}
+                if name not in exporting.get(candidate, {}):
+                    yield candidate, name
                 break
 
 
@@ -518,18 +523,11 @@ def _read_helper_facts_in_workers(results: list[LintResult], exporting: dict[str
     """Fill the per-process memo of ``_helper_facts`` for every module ``_add_helper_facts`` may
     ask about, in worker processes."""
     wanted: set[str] = set()
-    for r in results:
-        here = os.path.dirname(os.path.abspath(r.path))
-        for level, module, name, _local, _why in r.imports or ():
-            for candidate in _module_files(here, level, module):
-                if candidate not in linted:
-                    continue
-                if name not in exporting.get(candidate, {}):
-                    wanted.add(candidate)
-                    source = _reexported_from(candidate, name) if candidate.endswith("__init__.py") else None
-                    if source in linted:
-                        wanted.add(source)
-                break
+    for candidate, name in _unexported_imports(results, exporting, linted):
+        wanted.add(candidate)
+        source = _reexported_from(candidate, name) if candidate.endswith("__init__.py") else None
+        if source in linted:
+            wanted.add(source)
     missing = []
     for path in sorted(wanted):
         key = _stat_key(path)
@@ -566,9 +564,10 @@ def _reexported_from(init: str, name: str) -> str | None:
     large package's ``__init__.py`` is asked about many names)."""
     import ast
 
+    key = _stat_key(init)
+    if key is None:
+        return None
     try:
-        info = os.stat(init)
-        key = (init, info.st_mtime_ns, info.st_size)
         names = _REEXPORTS.get(key)
         if names is None:
             with open(init, "rb") as f:

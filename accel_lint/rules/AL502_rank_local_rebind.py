@@ -105,7 +105,7 @@ class RankLocalRebind(Rule):
             later_read = _read_after(model, name, guard) if held_read is not None else None
             if held_read is None or later_read is None:
                 continue
-            evidence = [*model.value_evidence(held_read), 
+            evidence = [*model.value_evidence(held_read),
                         (guard, f"runs only where `{shorten(model.code(guard.test))}`, which differs "
                                 f"between ranks"),
                         (later_read, f"`{name}` is read here, after the block, on every rank")]
