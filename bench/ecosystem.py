@@ -152,6 +152,15 @@ GIT_CORPORA = {
     "v-express": ("tencent-ailab/V-Express", "6814f7db362dc9e26644162034b4d28c5277651a", None),
     "motiondirector": ("showlab/MotionDirector", "0146a50c1d016dfefb658aca7cc5a1999cdd6cad", None),
     "sd-dreambooth-extension": ("d8ahazard/sd_dreambooth_extension", "4244f6b2cf810a0a4dd83a3534b27d92b82e4c21", None),
+    # batch 12 (2026-11-27, fourth session): first contact recorded at 4edbd06
+    "text-to-video-finetuning": ("ExponentialML/Text-To-Video-Finetuning", "efbd149c4eae5ceba9684e359f5d059396fee46d", None),
+    "autoregressive-diffusion-pytorch": ("lucidrains/autoregressive-diffusion-pytorch", "13d8f531859177a3e1a89b040d283598a293993d", None),
+    "pllava": ("magic-research/PLLaVA", "6f49fd281a855c4fa3103595ba2800a4dce7ec88", None),
+    "aniportrait": ("Zejun-Yang/AniPortrait", "7f6593fd971c95b65f603c15ef8ce2c3fc7f5404", None),
+    "t2v-turbo": ("Ji4chenLi/t2v-turbo", "eaae323f10d136796a33e8f5304ed50e40def570", None),
+    "phased-consistency-model": ("G-U-N/Phased-Consistency-Model", "b127277f641f28ad2459647a05f78133e5b3fd34", None),
+    "evolutionary-policy-optimization": ("lucidrains/evolutionary-policy-optimization", "18167b80f413f45b55067b38a3430977adfaef67", None),
+    "lmflow": ("OptimalScale/LMFlow", "f3597dba134e8bb3d2cfedeaaae6fc7296ace924", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
