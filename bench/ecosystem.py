@@ -220,9 +220,22 @@ def corpus_root(name: str, cache: Path, mirror_root: Path | None) -> Path:
 # -- findings and the triage table ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Key:
+    """A finding's place in a table. Two findings of one rule on one line (two names in one
+    call) are two rows, told apart by their order: ``nth`` counts earlier rows with the same
+    path, line and code, in table order or in the linter's (column) order."""
     path: str
     line: int
     code: str
+    nth: int = 0
+
+
+def _numbered(places: list[tuple[str, int, str]]) -> list[Key]:
+    seen: collections.Counter = collections.Counter()
+    keys = []
+    for place in places:
+        keys.append(Key(*place, seen[place]))
+        seen[place] += 1
+    return keys
 
 
 def lint(root: Path) -> list[dict]:
@@ -242,8 +255,10 @@ def read_table_at(path: Path) -> dict[Key, tuple[str, str]]:
     if not path.exists():
         return table
     with path.open(newline="") as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            table[Key(row["path"], int(row["line"]), row["code"])] = (row["verdict"], row["reason"])
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    keys = _numbered([(row["path"], int(row["line"]), row["code"]) for row in rows])
+    for key, row in zip(keys, rows):
+        table[key] = (row["verdict"], row["reason"])
     return table
 
 
@@ -282,7 +297,7 @@ def _recall(found_tp: int, missed: int) -> float | None:
 def compare(name: str, findings: list[dict], table: dict[Key, tuple[str, str]]) -> dict:
     """Findings against the table. A finding on a ``missed`` row is a real bug now found (TP);
     ``missed`` rows still not found count against recall. AL403 (info) is counted apart."""
-    found = {Key(f["path"], f["line"], f["code"]): f for f in findings}
+    found = dict(zip(_numbered([(f["path"], f["line"], f["code"]) for f in findings]), findings))
     per_rule: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     new = []
     for key, finding in sorted(found.items(), key=lambda kv: (kv[0].path, kv[0].line, kv[0].code)):
@@ -366,8 +381,8 @@ def main() -> int:
         result["fp_per_20_accelerator_files"] = round(20 * fp / result["accelerator_files"], 2) if result["accelerator_files"] else None
         results[name] = result
         if args.write_new:
-            append_untriaged(name, [f for f in findings if table.get(Key(f["path"], f["line"], f["code"]), ("",))[0] not in VERDICTS
-                                    and Key(f["path"], f["line"], f["code"]) not in table])
+            keys = _numbered([(f["path"], f["line"], f["code"]) for f in findings])
+            append_untriaged(name, [f for key, f in zip(keys, findings) if key not in table])
         print(f"== {name}: {result['findings']} findings, {result['accelerator_files']} files construct an accelerator")
         print(f"   verdicts {result['counts']}  precision {result['precision']} "
               f"(without AL403 {result['precision_without_al403']}, recall {result['recall_without_al403']})  "

@@ -1179,6 +1179,44 @@ class FileModel:
                     accumulates = True
         return exprs, accumulates
 
+    def accelerator_settings(self, keyword: str) -> list[cst.BaseExpression]:
+        """What the file's accelerators are given for a setting: the constructor's keyword, or
+        the field of the ``DataLoaderConfiguration`` its ``dataloader_config=`` is (written there
+        or bound to a name in this file), as Accelerate reads either."""
+        found: list[cst.BaseExpression] = []
+        for ctor in self.objects.acc_constructors:
+            for arg in ctor.args:
+                if arg.keyword is None:
+                    continue
+                if arg.keyword.value == keyword:
+                    found.append(arg.value)
+                elif arg.keyword.value == "dataloader_config":
+                    for config in self._configurations(arg.value):
+                        found += [a.value for a in config.args if a.keyword is not None and a.keyword.value == keyword]
+        return found
+
+    def _configurations(self, expr: cst.BaseExpression) -> list[cst.Call]:
+        """The ``DataLoaderConfiguration(...)`` calls ``expr`` may be: the call itself, or every
+        call assigned to its name in this file."""
+        def is_configuration(node: cst.CSTNode) -> bool:
+            return isinstance(node, cst.Call) and last_attr(node.func) == "DataLoaderConfiguration"
+        if is_configuration(expr):
+            return [expr]
+        if not isinstance(expr, cst.Name):
+            return []
+        return [call for call in self.index.calls if is_configuration(call)
+                and isinstance(assign := self.index.parents.get(call), cst.Assign)
+                and any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in assign.targets)]
+
+    def splits_batches(self) -> cst.BaseExpression | None:
+        """The setting that makes a prepared loader split each batch between the processes
+        instead of dealing whole batches: its length is then the unprepared one, and a prepared
+        scheduler steps once per optimizer step. Anything but a literal ``False`` may be on."""
+        for value in self.accelerator_settings("split_batches"):
+            if not (isinstance(value, cst.Name) and value.value == "False"):
+                return value
+        return None
+
     def accumulation_evidence(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, str]]:
         """Why ``node`` runs on gradient-accumulation micro-steps: the ``accumulate()`` block around
         it, or the ``gradient_accumulation_steps`` (or plugin) its file's accelerator is built with."""

@@ -27,7 +27,10 @@ class StepsFromUnpreparedLength(Rule):
     per optimizer step, so the horizon is N times too long.
     Not flagged: a scheduler sized from the pre-`prepare` length alone (that is right); a
     post-sharding count (`ceil(len(loader) / num_processes)`) times `num_processes`;
-    `split_batches=True` or `step_scheduler_with_optimizer=False` for B2; `len(dataset)`.
+    `step_scheduler_with_optimizer=False` for B2; `len(dataset)`. Neither variant is flagged
+    where the accelerator splits batches (`split_batches=True`, given to `Accelerator` or to the
+    `DataLoaderConfiguration` it is given): a prepared loader then keeps its length and the
+    scheduler steps once per optimizer step.
 
     ## Why is this bad?
     A prepared loader is about `num_processes` times shorter (`ceil(len / num_processes)`).
@@ -58,6 +61,19 @@ class StepsFromUnpreparedLength(Rule):
     summary = "a loop bound computed from len(loader) before prepare() made the loader N times shorter"
 
     VALID = [
+        """\
+        import math
+        from accelerate import Accelerator, DataLoaderConfiguration
+        from torch.utils.data import DataLoader
+        config = DataLoaderConfiguration(split_batches=True)
+        accelerator = Accelerator(dataloader_config=config)
+        train_dl = DataLoader(dataset, batch_size=16 * accelerator.num_processes)
+        epochs = math.ceil(max_steps / len(train_dl))
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        for epoch in range(epochs):
+            for batch in train_dl:
+                accelerator.backward(model(batch).loss)
+        """,
         """\
         import math
         import torch
@@ -151,8 +167,8 @@ class StepsFromUnpreparedLength(Rule):
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
-        if not model.objects.prepare_calls:
-            return
+        if not model.objects.prepare_calls or model.splits_batches() is not None:
+            return  # with split batches a prepared loader is as long as the unprepared one
         for use, how, source in _bound_uses(model):
             loader = model.code(source.args[0].value)
             yield Finding(use, f"`{model.code(use)}` {how} comes from `len({loader})` taken before "
@@ -206,17 +222,9 @@ def _bound_uses(model: FileModel):
 
 def _scheduler_steps_per_process(model: FileModel) -> bool:
     """The prepared scheduler steps once per process per optimizer step (Accelerate's default),
-    unless an accelerator is built with ``split_batches=True`` or
-    ``step_scheduler_with_optimizer=False``."""
-    for ctor in model.objects.acc_constructors:
-        for arg in ctor.args:
-            if arg.keyword is None:
-                continue
-            if arg.keyword.value == "split_batches" and model.code(arg.value) != "False":
-                return False
-            if arg.keyword.value == "step_scheduler_with_optimizer" and model.code(arg.value) != "True":
-                return False
-    return True
+    unless an accelerator is built with ``step_scheduler_with_optimizer=False`` (split batches
+    are ruled out by the caller)."""
+    return all(model.code(value) == "True" for value in model.accelerator_settings("step_scheduler_with_optimizer"))
 
 
 def _inflated_horizons(model: FileModel):
