@@ -41,11 +41,14 @@ class Library:
     write_methods: dict[str, WriteModel] = field(default_factory=dict)
     unguarded_saver_suffixes: tuple[str, ...] = ()
     unguarded_model_attributes: tuple[str, ...] = ()  # `model.generation_config.save_pretrained(...)`
+    unguarded_saver_packages: tuple[str, ...] = ()  # every class of these packages
     rank_unique_sources: frozenset[str] = frozenset()
     rank_predicates: dict[str, str] = field(default_factory=dict)  # qualified name -> "main" | "local_main"
     collectives: dict[str, str] = field(default_factory=dict)  # qualified name -> op kind
     # qualified name -> (short name, holds the model as `.module`)
     manual_wrappers: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    # top-level package -> (class-name suffixes, classmethods that build one)
+    bare_model_consumers: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -60,10 +63,12 @@ class Library:
             write_methods=self.write_methods,
             unguarded_saver_suffixes=self.unguarded_saver_suffixes,
             unguarded_model_attributes=self.unguarded_model_attributes,
+            unguarded_saver_packages=self.unguarded_saver_packages,
             rank_unique_sources=self.rank_unique_sources | frozenset(rows.get("extend-rank-unique-sources", ())),
             rank_predicates={**self.rank_predicates, **dict(rows.get("extend-rank-predicates", ()))},
             collectives={**self.collectives, **dict(rows.get("extend-collectives", ()))},
             manual_wrappers=self.manual_wrappers,
+            bare_model_consumers=self.bare_model_consumers,
         )
 
 
@@ -81,11 +86,14 @@ def default_library() -> Library:
         write_methods={name: _write_model(row) for name, row in data.get("write-methods", {}).items()},
         unguarded_saver_suffixes=tuple(data.get("unguarded-savers", {}).get("class-suffixes", ())),
         unguarded_model_attributes=tuple(data.get("unguarded-savers", {}).get("model-attributes", ())),
+        unguarded_saver_packages=tuple(data.get("unguarded-savers", {}).get("packages", ())),
         rank_unique_sources=frozenset(data.get("rank-unique-sources", {}).get("calls", ())),
         rank_predicates=dict(data.get("rank-predicates", {})),
         collectives=dict(data.get("collectives", {})),
         manual_wrappers={name: (row["name"], bool(row.get("has-module", False)))
                          for name, row in data.get("manual-wrappers", {}).items()},
+        bare_model_consumers={package: (tuple(row.get("class-suffixes", ())), tuple(row.get("methods", ())))
+                              for package, row in data.get("bare-model-consumers", {}).items()},
     )
 
 

@@ -911,6 +911,23 @@ class FileModel:
         row = self.library.manual_wrappers.get(self.index.imports.qualify_expr(call.func) or "")
         return row[0] if row else None
 
+    def bare_model_consumer(self, call: cst.Call) -> str | None:
+        """The library class (qualified) that ``call`` builds and that takes model components as
+        its library's own classes (``StableDiffusionPipeline(...)``,
+        ``DiffusionPipeline.from_pretrained(..., unet=...)``), from the table's
+        ``bare-model-consumers``; ``None`` for anything else."""
+        func = call.func
+        qualified = self.index.imports.qualify_expr(func) or ""
+        package, _, _ = qualified.partition(".")
+        row = self.library.bare_model_consumers.get(package)
+        if row is None:
+            return None
+        suffixes, methods = row
+        cls = qualified
+        if isinstance(func, cst.Attribute) and func.attr.value in methods:
+            cls = qualified.rpartition(".")[0]
+        return cls if cls.rpartition(".")[2].endswith(suffixes) else None
+
     def always_wrapped(self, value: Value) -> bool:
         """Every object ``value`` may hold was wrapped by hand in a wrapper with ``.module``
         before ``prepare`` saw it: it has the wrapper's attributes on every launch."""
@@ -1104,9 +1121,19 @@ class FileModel:
 
     # -- I/O ----------------------------------------------------------------------------------
     def _origins_of(self, expr: cst.BaseExpression) -> tuple[frozenset, str | None]:
-        """Every call that may have made the object ``expr`` holds, and its kind."""
+        """Every call that may have made the object ``expr`` holds, and its kind. The model
+        that ``unwrap_model`` returns is the one it was given, so its makers are that one's."""
+        if isinstance(expr, cst.Call) and self._unwraps(expr):
+            return self._origins_of(expr.args[0].value)
         value = self.value_at(expr)
+        if value is not None and value.unwrapped and isinstance(value.origin, cst.Call) and self._unwraps(value.origin):
+            return self._origins_of(value.origin.args[0].value)
         return (value.origins(), value.kind) if value is not None else (frozenset(), None)
+
+    def _unwraps(self, call: cst.Call) -> bool:
+        """``call`` is an accelerator's ``unwrap_model(model)``."""
+        return isinstance(call.func, cst.Attribute) and call.func.attr.value == "unwrap_model" and bool(call.args) \
+            and self.is_accelerator(call.func.value)
 
     def made_by_rank_unique_source(self, expr: cst.BaseExpression) -> bool:
         """``expr`` calls something whose result differs on every rank (``uuid4()``,

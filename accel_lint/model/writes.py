@@ -78,26 +78,38 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
         if known is not None:
             return Write(call, f"{owner or '...'}.{method}", _argument(call, known.path, known.path_keyword),
                          _is_tolerant(call, known.tolerant), known.creates_directory)
-        if method == "save_pretrained" and origins_of is not None and _unguarded_saver(call.func.value, library, origins_of):
-            return Write(call, f"{owner}.save_pretrained", first)
+        if method == "save_pretrained" and origins_of is not None \
+                and not any(a.keyword is not None and a.keyword.value == "is_main_process" for a in call.args) \
+                and _unguarded_saver(call.func.value, library, origins_of, imports):
+            return Write(call, f"{owner or _shown(call.func.value)}.save_pretrained", first)
     return None
 
 
-def _unguarded_saver(owner: cst.BaseExpression, library: Library, origins_of: OriginsOf) -> bool:
-    """The object was made by a library class whose ``save_pretrained`` takes no
-    ``is_main_process`` (a tokenizer, a processor, a config: ``AutoTokenizer.from_pretrained``,
+def _shown(expr: cst.BaseExpression, limit: int = 50) -> str:
+    """Source text of an owner that is no dotted name (``accelerator.unwrap_model(unet)``)."""
+    text = " ".join(cst.Module([]).code_for_node(expr).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _unguarded_saver(owner: cst.BaseExpression, library: Library, origins_of: OriginsOf,
+                     imports: ImportMap) -> bool:
+    """The object was made by a library class whose ``save_pretrained`` writes on every rank
+    that calls it (a tokenizer, a processor, a config: ``AutoTokenizer.from_pretrained``; any
+    class of a package that does not gate its savers, such as a diffusers model or pipeline;
     on every path), or is such an attribute of a model (``model.generation_config``)."""
     if isinstance(owner, cst.Attribute) and owner.attr.value in library.unguarded_model_attributes \
             and origins_of(owner.value)[1] == "model":
         return True
     origins, _ = origins_of(owner)
-    return bool(origins) and all(_made_by_saver_class(origin, library) for origin in origins)
+    return bool(origins) and all(_made_by_saver_class(origin, library, imports) for origin in origins)
 
 
-def _made_by_saver_class(origin: cst.CSTNode, library: Library) -> bool:
+def _made_by_saver_class(origin: cst.CSTNode, library: Library, imports: ImportMap) -> bool:
     if not isinstance(origin, cst.Call):
         return False
     made_by = dotted_name(origin.func) or ""
-    if made_by.endswith(".from_pretrained"):
+    if made_by.rsplit(".", 1)[-1] in ("from_pretrained", "from_pipe", "from_single_file"):
         made_by = made_by.rsplit(".", 1)[0]
+    if (imports.qualify(made_by) or "").partition(".")[0] in library.unguarded_saver_packages:
+        return True
     return made_by.rsplit(".", 1)[-1].endswith(library.unguarded_saver_suffixes)

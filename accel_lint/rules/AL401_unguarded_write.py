@@ -20,7 +20,9 @@ class UnguardedWrite(Rule):
     `Path.write_text`/`write_bytes`/`mkdir`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
     `unlink`/`rename`/`replace`/`mkdir`/`makedirs`, `df.to_csv`, and `save_pretrained` on
     tokenizers, processors and configs made by their library class (`AutoTokenizer.from_pretrained`;
-    unlike transformers 5 models, they do not gate themselves). Which calls write, where their
+    unlike transformers 5 models, they do not gate themselves) and on diffusers models and
+    pipelines (also through `unwrap_model`), unless given `is_main_process=`: a diffusers model
+    writes its config and weights on every rank that calls it. Which calls write, where their
     path is and which keywords make them safe is the library table (`accel_lint/library.toml`,
     extended by `extend-writes` in `[tool.accel-lint]`).
     Under a guard whose `or` also lets every rank in where a uniform flag or backend holds
@@ -116,6 +118,16 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
 """,
     ]
     INVALID = [
+        """
+from accelerate import Accelerator
+from diffusers import UNet2DConditionModel
+accelerator = Accelerator()
+unet = accelerator.prepare(UNet2DConditionModel.from_pretrained("sd", subfolder="unet"))
+accelerator.unwrap_model(unet).save_pretrained("out/unet")  # expect: AL401
+if accelerator.is_main_process:
+    accelerator.unwrap_model(unet).save_pretrained("out/unet-main")
+accelerator.unwrap_model(unet).save_pretrained("out/unet-gated", is_main_process=accelerator.is_main_process)
+""",
         """
 import json, torch
 from accelerate import Accelerator

@@ -29,7 +29,7 @@ _MODULE_API = frozenset({
     "register_forward_pre_hook", "register_full_backward_hook", "register_backward_hook",
     "register_full_backward_pre_hook", "register_load_state_dict_post_hook", "register_state_dict_pre_hook",
     "get_submodule", "get_parameter", "get_buffer", "extra_repr", "training", "share_memory", "xpu",
-    "to_empty", "compile", "no_sync", "join", "register_comm_hook", "device", "dtype", "device_ids",
+    "to_empty", "compile", "no_sync", "join", "register_comm_hook", "device", "device_ids",
     "output_device", "process_group", "backward", "step", "_get_name",
 })
 _EFFECTS = {
@@ -52,7 +52,10 @@ class MissingUnwrap(Rule):
     and any other name outside the `nn.Module` API; `.state_dict()`; `.module` and
     `._orig_mod`. Forward calls and `nn.Module` methods (`train`, `eval`, `parameters`,
     ...) are fine, and so are models prepared with `evaluation_mode=True` or frozen
-    before `prepare`.
+    before `prepare`. Also flags a prepared model handed as a component to a diffusers
+    pipeline (`StableDiffusionPipeline.from_pretrained(path, unet=unet)`,
+    `StableDiffusionPipeline(vae=vae, unet=unet, ...)`; the library table's
+    `bare-model-consumers`).
 
     ## Why is this bad?
     Under DDP the wrapper has none of the model's own attributes:
@@ -71,7 +74,11 @@ class MissingUnwrap(Rule):
     under the script's own compile flag, `m.attr` after `hasattr(m, "attr")`, nor a model prepared by an accelerator
     built with an FSDP1 plugin (`Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(...))`).
     Checked against accelerate 1.15 and
-    torch 2.13 sources for DDP, FSDP1, FSDP2 and DeepSpeed.
+    torch 2.13 sources for DDP, FSDP1, FSDP2 and DeepSpeed. A diffusers pipeline checks each
+    component it is given: `from_pretrained(..., unet=wrapper)` raises `ValueError: ... is of
+    type DistributedDataParallel, but should be ModelMixin` (diffusers 0.42,
+    `maybe_raise_or_warn`) under every wrapper, and a pipeline built directly reads
+    `unet.config`, which DDP's wrapper lacks.
 
     Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al501_*`):
     `model.config`/`model.generate` raised AttributeError under DDP; under DeepSpeed
@@ -107,6 +114,9 @@ class MissingUnwrap(Rule):
     training forward such as
     `model.forward_process(batch)`, or a submodule whose output becomes a loss term): the bare
     module skips the wrapper, so under DDP those gradients would no longer be synchronised.
+    A model handed to a pipeline -> `accelerator.unwrap_model(model)`: safe, since the wrapper
+    makes that call fail wherever there is one; it assumes the same accelerator binding as
+    above.
     """
 
     code = "AL501"
@@ -115,6 +125,20 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        from diffusers import StableDiffusionPipeline, UNet2DConditionModel
+        accelerator = Accelerator()
+        unet = UNet2DConditionModel.from_pretrained("sd", subfolder="unet")
+        optimizer = torch.optim.AdamW(unet.parameters())
+        unet, optimizer = accelerator.prepare(unet, optimizer)
+        for batch in loader:
+            accelerator.backward(unet(batch).loss)
+        if accelerator.is_main_process:
+            pipeline = StableDiffusionPipeline.from_pretrained("sd", unet=accelerator.unwrap_model(unet))
+            pipeline.save_pretrained("out")
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -208,6 +232,20 @@ model.save_pretrained("out")
         """\
         import torch
         from accelerate import Accelerator
+        from diffusers import StableDiffusionPipeline, UNet2DConditionModel
+        accelerator = Accelerator()
+        unet = UNet2DConditionModel.from_pretrained("sd", subfolder="unet")
+        optimizer = torch.optim.AdamW(unet.parameters())
+        unet, optimizer = accelerator.prepare(unet, optimizer)
+        for batch in loader:
+            accelerator.backward(unet(batch).loss)
+        if accelerator.is_main_process:
+            pipeline = StableDiffusionPipeline.from_pretrained("sd", unet=unet)  # expect: AL501
+            pipeline.save_pretrained("out")
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
         from torch.nn import Module
         class Policy(Module):
             def __init__(self):
@@ -243,6 +281,7 @@ class Runner:
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
+        yield from _handed_to_library_classes(model)
         for base_node, base in list(model.objects.values.items()):
             node = model.index.parents.get(base_node)
             if not isinstance(node, cst.Attribute) or node.value is not base_node:
@@ -280,6 +319,46 @@ class Runner:
             yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
                           fix=_fix(model, node), tag="state_dict" if attr == "state_dict" else "attribute",
                           evidence=tuple(model.value_evidence(node.value)))
+
+
+def _handed_to_library_classes(model: FileModel) -> Iterable[Finding]:
+    """A prepared model given as a component to a library class that takes its own model classes
+    (a diffusers pipeline, built directly or by ``from_pretrained``): the wrapper is no such
+    class, so ``from_pretrained`` raises ValueError and a pipeline built directly fails at its
+    first ``unet.config``."""
+    for call in model.index.calls:
+        consumer = model.bare_model_consumer(call)
+        if consumer is None:
+            continue
+        for arg in call.args:
+            value = model.value_at(arg.value)
+            if value is None or value.prepared != YES or value.kind != "model" or value.not_wrapped:
+                continue
+            if model.wrapped_at(call, arg.value) == NO:
+                continue  # a branch where the model is bare
+            acc = model.accelerator_name_in(model.scope_of(call))
+            name = model.code(arg.value)
+            short = model.code(call.func)
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained":
+                effect = ("under DDP, FSDP1 and DeepSpeed it is the wrapper, not the library's model class, and "
+                          "`from_pretrained` raises ValueError")
+            else:
+                effect = "under DDP it is the wrapper, which has no `config` (AttributeError where the pipeline reads it)"
+            yield Finding(arg.value, f"`{name}` is a prepared model handed to `{short}()`: {effect}; "
+                                     f"pass `{acc}.unwrap_model({name})`",
+                          fix=_unwrap_argument_fix(model, arg.value), tag="attribute",
+                          evidence=tuple(model.value_evidence(arg.value)))
+
+
+def _unwrap_argument_fix(model: FileModel, expr: cst.BaseExpression) -> Fix | None:
+    """``Pipeline(unet=unet)`` -> ``Pipeline(unet=acc.unwrap_model(unet))``: the pipeline gets
+    the model itself; unsafe where the program trains after it (the pipeline's forwards would
+    skip the wrapper)."""
+    acc = model.accelerator_for_fix(expr)
+    if acc is None:
+        return None
+    unwrapped = cst.parse_expression(f"{acc}.unwrap_model()").with_changes(args=[cst.Arg(expr)])
+    return Fix("safe", f"use `{acc}.unwrap_model(...)`", ((expr, unwrapped),))
 
 
 def _missing_on_the_model_too(model: FileModel, value, attr: str) -> bool:
