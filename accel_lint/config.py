@@ -49,7 +49,7 @@ class Config:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDES
     include: tuple[str, ...] = ("*.py", "*.ipynb")  # what a directory walk picks up (as ruff's `include`)
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    accelerator_names: tuple[str, ...] = ("accelerator",)
+    accelerator_names: tuple[str, ...] = ()
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     cache_dir: Path | None = None  # None: no cache
     accelerate_configs: tuple = ()  # accelerate_config.Backend per --accelerate-config file

@@ -40,10 +40,11 @@ from .suppressions import Suppressions, scan as scan_suppressions
 
 # A file that mentions none of these cannot hold a finding: every rule needs an
 # accelerator-like object (every source of one spells Accelerator, AcceleratorState,
-# PartialState, or a configured accelerator name such as `accelerator`) or an import of
+# PartialState, a member of the accelerator protocol, or a declared accelerator name) or an import of
 # torch.distributed. "accelerate" alone is not enough: diffusers mentions it in most
 # files for `is_accelerate_available`; nor is "distributed": every Apache header has it.
-PREFILTER_TOKENS = (b"ccelerator", b"PartialState", b"torch.distributed", b"import distributed")
+PREFILTER_TOKENS = (b"ccelerator", b"PartialState", b"torch.distributed", b"import distributed",
+                    b"is_main_process", b"wait_for_everyone", b"unwrap_model", b"sync_gradients")
 
 
 def may_have_findings(data: bytes, config: Config) -> bool:

@@ -62,8 +62,9 @@ class Runner:
     def run(self):
         return self.acc
 
-def helper(accelerator):
-    return accelerator
+def helper(acc):
+    acc.wait_for_everyone()
+    return acc
 
 def typed(x: Accelerator, y: "int"):
     return x, y
@@ -73,8 +74,8 @@ idx = PartialState().process_index
 """
 
 
-@pytest.mark.parametrize("name,line", [("a", 33), ("b", 33), ("c", 33), ("s", 33), ("alias", 33), ("st", 33),
-                                       ("made", 33), ("self.acc", 25), ("accelerator", 28), ("x", 31)])
+@pytest.mark.parametrize("name,line", [("a", 34), ("b", 34), ("c", 34), ("s", 34), ("alias", 34), ("st", 34),
+                                       ("made", 34), ("self.acc", 25), ("acc", 29), ("x", 32)])
 def test_accelerator_like_expressions(name, line):
     model = build(ACC_SOURCE)
     assert value_at(model, name, line).is_acc
@@ -83,7 +84,7 @@ def test_accelerator_like_expressions(name, line):
 
 def test_non_accelerators_are_not():
     model = build(ACC_SOURCE)
-    nodes = reads(model, "y", 31)
+    nodes = reads(model, "y", 32)
     assert all(not model.value_at(n).is_acc for n in nodes)
 
 
@@ -92,16 +93,53 @@ def test_plain_torch_file_is_not_an_accelerate_file():
     assert not model.is_accelerate_file
 
 
-def test_an_attribute_named_accelerator_of_another_object_needs_a_file_that_imports_accelerate():
-    # a Lightning script: `cfg.trainer.accelerator` is Lightning's device string, not Accelerate's
+def test_a_name_spelled_like_an_accelerator_is_nothing_by_its_name():
+    # a Lightning script: `cfg.trainer.accelerator` is Lightning's device string, not Accelerate's,
+    # also in a file that imports Accelerate
     lightning = ("import pytorch_lightning as pl\n"
                  "def main(cfg):\n"
                  "    trainer = pl.Trainer(accelerator=cfg.trainer.accelerator, devices=2)\n"
                  "    print('start')\n")
     assert not build(lightning).is_accelerate_file
-    # the same attribute in a file that imports Accelerate, and `self.accelerator` anywhere, still count
-    assert build("import accelerate\n" + lightning).is_accelerate_file
-    assert build("class T:\n    def run(self):\n        self.accelerator.print('x')\n").is_accelerate_file
+    assert not build("import accelerate\n" + lightning).is_accelerate_file
+    # a parameter or attribute whose maker is not seen is an accelerator by how it is used: the
+    # protocol (`wait_for_everyone`), not the spelling; `print` is not Accelerate's own
+    assert not build("class T:\n    def run(self):\n        self.accelerator.print('x')\n").is_accelerate_file
+    used = build("class T:\n    def run(self):\n        self.acc.wait_for_everyone()\n"
+                 "    def save(self):\n        return self.acc\n")
+    assert used.is_accelerate_file and value_at(used, "self.acc", 5).is_acc
+    # a parameter every caller of the file passes an accelerator to, whatever its name
+    passed = build("from accelerate import Accelerator\n"
+                   "def save(thing, out):\n    return thing\n"
+                   "save(Accelerator(), 'out')\n")
+    assert value_at(passed, "thing", 3).is_acc
+    # a name the project declares (`accelerator-names`) still counts
+    declared = FileModel(cst.parse_module("def run(worker):\n    return worker\n"), ("worker",))
+    assert declared.value_at(reads(declared, "worker", 2)[0]).is_acc
+
+
+def test_a_class_built_with_an_accelerator_holds_it_in_its_methods():
+    # `Trainer(model, accelerator=acc)`: its `__init__` receives what the construction passes
+    model = build("from accelerate import Accelerator\n"
+                  "class Trainer:\n"
+                  "    def __init__(self, net, accel):\n        self.accel = accel\n"
+                  "    def save(self):\n        return self.accel\n"
+                  "Trainer(None, accel=Accelerator())\n")
+    assert value_at(model, "self.accel", 6).is_acc
+
+
+def test_an_annotation_that_admits_none_still_names_an_accelerator():
+    model = build("from typing import Optional\nfrom accelerate import Accelerator\n"
+                  "def a(x: Accelerator | None = None):\n    return x\n"
+                  "def b(y: Optional[Accelerator] = None):\n    return y\n")
+    assert value_at(model, "x", 4).is_acc and value_at(model, "y", 6).is_acc
+
+
+def test_an_object_that_sets_a_protocol_member_itself_is_not_an_accelerator():
+    # `args.is_main_process = ...`: the code's own namespace, read later
+    model = build("import accelerate\ndef run(args):\n    args.is_main_process = True\n"
+                  "    if args.is_main_process:\n        print(args)\n")
+    assert not model.is_accelerate_file
 
 
 # -- prepared objects -------------------------------------------------------------------------

@@ -39,9 +39,8 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
 from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
-from .objects import (ACC_CONSTRUCTORS, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE, NO, YES,
-                      ObjectTracker,
-                      Value)
+from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, ACCELERATOR_PROTOCOL, DEFAULT_ACCELERATOR_NAMES, MAYBE,
+                      NO, YES, ObjectTracker, Value)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from ..reparse import Layout
@@ -171,13 +170,13 @@ class FileModel:
     @cached_property
     def is_accelerate_file(self) -> bool:
         """The file constructs or receives an accelerator-like object."""
-        # Every accelerator value starts at a constructor name or a configured accelerator
-        # name (or another module passes prepared objects in): a file with none of these skips
-        # the flow analysis.
+        # Every accelerator value starts at a constructor, a use through the accelerator
+        # protocol or a declared accelerator name (or another module passes prepared objects in):
+        # a file with none of these skips the flow analysis.
         if any(not key.startswith("@") for passed in self.incoming.values() for key in passed) or \
                 any(kind == ACCELERATOR_FACTORY for ops in self.external.values() for kind, _ in ops):
             return True
-        if not self.index.identifiers & (ACC_CONSTRUCTORS | set(self.accelerator_names)):
+        if not self.index.identifiers & (ACC_CONSTRUCTORS | ACCELERATOR_PROTOCOL | set(self.accelerator_names)):
             return False
         return bool(self.objects.acc_constructors) or any(v.is_acc for v in self.objects.values.values())
 
@@ -470,7 +469,7 @@ class FileModel:
     def prepared_arguments(self) -> list[tuple[int, str, str, dict[str, str]]]:
         """Calls to functions imported from other modules (``from m import f; f(...)`` or
         ``import m; m.f(...)``), as (relative level, module, name, {parameter position or
-        keyword: kind of the prepared object passed there}), plus :attr:`CALLED` and, when the
+        keyword: kind of the prepared object passed there, or ``"accelerator"``}), plus :attr:`CALLED` and, when the
         call runs on every rank, :attr:`UNGUARDED`: whether every caller of a helper in another
         module guards it."""
         if not self.is_accelerate_file:
@@ -492,6 +491,9 @@ class FileModel:
             for position, arg in enumerate(call.args):
                 if arg.star:
                     break
+                if self.is_accelerator(arg.value):
+                    passed[arg.keyword.value if arg.keyword is not None else str(position)] = ACCELERATOR
+                    continue
                 kind = self.prepared_kind(arg.value)
                 if kind == "model" and (self.wrapped_at(call, arg.value) == NO or self.value_at(arg.value).not_wrapped):
                     continue  # the bare module: passed in the `else` of `isinstance(m, DDP)`, or frozen before prepare

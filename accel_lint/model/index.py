@@ -419,6 +419,16 @@ class FileIndex:
                 return self._method(cls, func.attr.value)
         return None
 
+    def constructor_of(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The ``__init__`` (of the class or a same-file base) that ``Cls(...)`` runs, for a
+        class of this file; its arguments bind to the parameters after ``self``."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        cls = self.classes.get(call.func.value)
+        if cls is None or self.resolve_function_name(call.func.value, self.scope_of(call)) is not None:
+            return None
+        return self._method(cls, "__init__")
+
     def body_of(self, scope: ScopeNode) -> list:
         """The statements of a module or function (a one-line ``def f(): return x`` too)."""
         if isinstance(scope, cst.Module):

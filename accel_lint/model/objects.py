@@ -30,7 +30,24 @@ PREPARE_METHODS = {
     "prepare_optimizer": "optimizer",
     "prepare_scheduler": "scheduler",
 }
-DEFAULT_ACCELERATOR_NAMES = ("accelerator",)
+# the kind another module's call passes to a parameter that receives an accelerator
+ACCELERATOR = "accelerator"
+# names a project declares to hold accelerators (`accelerator-names` in its settings); none by
+# default: an accelerator is known from where it was made, or from how it is used (below)
+DEFAULT_ACCELERATOR_NAMES: tuple[str, ...] = ()
+# Members only Accelerate's accelerator objects (`Accelerator`, `PartialState`,
+# `AcceleratorState`) have. An object whose maker the analysis cannot see (a parameter no caller
+# in the file passes, a name another module binds) but that the code uses through one of them is
+# one: the protocol is its type. Left out on purpose: members other libraries' objects share
+# (`prepare`, `backward`, `gather`, `print`, `log`, `device`, `process_index`, `num_processes`,
+# `save_state` of transformers' Trainer, `main_process_first` of its TrainingArguments).
+ACCELERATOR_PROTOCOL = frozenset({
+    "is_main_process", "is_local_main_process", "is_last_process", "wait_for_everyone", "gather_for_metrics",
+    "sync_gradients", "end_training", "init_trackers", "get_tracker", "split_between_processes",
+    "local_main_process_first", "on_main_process", "on_local_main_process", "on_last_process",
+    "register_save_state_pre_hook", "register_load_state_pre_hook", "get_state_dict", "set_trigger",
+    "check_trigger", "skip_first_batches", "unwrap_model", "prepare_model", "prepare_data_loader",
+    "prepare_optimizer", "prepare_scheduler", "use_distributed"})
 
 # the kinds of object `prepare` wraps; it returns anything else unchanged
 WRAPPED_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
@@ -167,6 +184,68 @@ def _definitions(index: FileIndex) -> tuple:
     return functions, classes, index.imports.bindings()
 
 
+def _unknown(value: Value | None) -> bool:
+    """Nothing is known of the object: no value, or only the parameter or name it was read from
+    (``self.acc = acc`` in ``__init__``, with no caller in view passing anything known)."""
+    return value is None or (value.kind is None and not value.is_acc and not value.alternatives
+                             and isinstance(value.origin, (cst.Param, cst.Name, cst.Attribute)))
+
+
+def _annotates_accelerator(annotation: cst.Annotation | None) -> bool:
+    """``x: Accelerator``, also ``Accelerator | None``, ``Optional[Accelerator]`` and the
+    quoted forms: where it is not None, it is an accelerator."""
+    if annotation is None:
+        return False
+    def names(expr: cst.BaseExpression):
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitOr):
+            yield from names(expr.left)
+            yield from names(expr.right)
+        elif isinstance(expr, cst.Subscript):
+            if (dotted_name(expr.value) or "").rsplit(".", 1)[-1] in ("Optional", "Union"):
+                for element in expr.slice:
+                    if isinstance(element.slice, cst.Index):
+                        yield from names(element.slice.value)
+        elif isinstance(expr, cst.SimpleString):
+            try:
+                yield from names(cst.parse_expression(expr.evaluated_value))
+            except (cst.ParserSyntaxError, TypeError):
+                return
+        else:
+            yield dotted_name(expr)
+    return any(name and name.rsplit(".", 1)[-1] in ACC_CONSTRUCTORS for name in names(annotation.annotation))
+
+
+def accelerator_protocol_uses(index: FileIndex) -> frozenset[tuple[str, str]]:
+    """(where, dotted name) of every expression the file uses through a member of the
+    accelerator protocol: ``where`` is the class for ``self.x``/``cls.x`` and the scope's
+    qualified name (``""`` for the module) for anything else. ``self`` itself is never one (a
+    trainer class's own ``is_main_process`` property)."""
+    if not index.identifiers & ACCELERATOR_PROTOCOL:
+        return frozenset()
+    uses, stored = set(), set()
+    for node in index.parents:
+        if type(node) is not cst.Attribute or node.attr.value not in ACCELERATOR_PROTOCOL:
+            continue
+        key = dotted_name(node.value)
+        if key is None or key in ("self", "cls"):
+            continue
+        place = (_protocol_place(index, index.scope_of(node), key), key)
+        parent = index.parents.get(node)
+        if isinstance(parent, cst.AssignTarget) or (isinstance(parent, (cst.AnnAssign, cst.AugAssign))
+                                                    and parent.target is node):
+            stored.add(place)  # `args.is_main_process = ...`: the code's own object, not an accelerator
+        else:
+            uses.add(place)
+    return frozenset(uses - stored)
+
+
+def _protocol_place(index: FileIndex, scope: ScopeNode, key: str) -> str:
+    info = index.functions.get(scope) if isinstance(scope, cst.FunctionDef) else None
+    if key.partition(".")[0] in ("self", "cls"):
+        return f"class {info.class_name}" if info is not None and info.class_name else ""
+    return info.qualname if info is not None else ""
+
+
 def _changed_keys(before: Env, after: Env) -> list[str]:
     if before == after:
         return []
@@ -280,7 +359,8 @@ class ObjectTracker:
         self.converged = True  # False: some scope still read a changed fact after its last walk
         self._scope: ScopeNode = index.module
         self._current: _ScopeWalk | None = None
-        self.key = (_definitions(index), accelerator_names, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()),
+        self.protocol_uses = accelerator_protocol_uses(index)
+        self.key = (_definitions(index), accelerator_names, self.protocol_uses, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()),
                     sorted(self.returned_kinds.items()))
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
         self._module_calls: dict[tuple, cst.Call] | None = None
@@ -543,10 +623,10 @@ class ObjectTracker:
             self._read(("params", scope))
             for param in self.index.functions[scope].params:
                 name = param.name.value
-                ann = dotted_name(param.annotation.annotation) if param.annotation else None
                 if name in summary.params and summary.params[name].is_acc:
                     env[name] = summary.params[name]  # what every caller passes: its constructor is known
-                elif name in self.accelerator_names or (ann and ann.split(".")[-1] in ACC_CONSTRUCTORS):
+                elif name in self.accelerator_names or _annotates_accelerator(param.annotation) \
+                        or (self.index.functions[scope].qualname, name) in self.protocol_uses:
                     env[name] = Value(is_acc=True, origin=param)
                 elif name in summary.params:
                     env[name] = summary.params[name]
@@ -561,11 +641,20 @@ class ObjectTracker:
             info = self.index.functions[scope]
             if info.class_name is not None:
                 self._defer_prepared_attrs(scope, info.class_name, env)
-            passed = self.incoming.get(info.qualname) if info.class_name is None else None
+            params = info.params
+            if info.class_name is None:
+                passed = self.incoming.get(info.qualname)
+            elif scope.name.value == "__init__" and info.qualname == f"{info.class_name}.__init__":
+                passed = self.incoming.get(info.class_name)  # `Cls(...)` called in another module
+                params = params[1:]
+            else:
+                passed = None
             if passed:
-                for position, param in enumerate(info.params):
+                for position, param in enumerate(params):
                     kind = passed.get(param.name.value) or passed.get(str(position))
-                    if kind and param.name.value not in env and not _expects_wrapper(param):
+                    if kind == ACCELERATOR and param.name.value not in env:
+                        env[param.name.value] = Value(is_acc=True, origin=param)  # what its callers pass
+                    elif kind and param.name.value not in env and not _expects_wrapper(param):
                         env[param.name.value] = Value(kind=kind, prepared=YES, origin=param)
         return env
 
@@ -597,7 +686,7 @@ class ObjectTracker:
         key = dotted_name(expr)
         if key is not None:
             v = self.lookup(key, env, self._scope)
-            if v is None and self._named_like_accelerator(expr):
+            if _unknown(v) and self._used_as_accelerator(expr):
                 return Value(is_acc=True, origin=expr)
             if v is None and isinstance(expr, cst.Attribute) and expr.attr.value == "state":
                 base = self.value_of(expr.value, env)
@@ -633,14 +722,19 @@ class ObjectTracker:
             return None
         return None
 
-    def _named_like_accelerator(self, expr: cst.BaseExpression) -> bool:
-        """An unbound name or attribute spelled like an accelerator (``accelerator``,
-        ``self.accelerator``, ``state.accelerator``). A name that an import binds is whatever it
-        imported, and an attribute of an imported module is that module's: ``torch.accelerator``
-        is PyTorch's device API, never Accelerate's ``Accelerator``."""
-        if last_attr(expr) not in self.accelerator_names:
-            return False
+    def _used_as_accelerator(self, expr: cst.BaseExpression) -> bool:
+        """A name or attribute whose maker the analysis cannot see, used through the accelerator
+        protocol in its scope (``accelerator.wait_for_everyone()``; ``self.acc.is_main_process``
+        anywhere in its class), or spelled like a name the project declares
+        (``accelerator-names``). A name that an import binds is whatever it imported, and an
+        attribute of an imported module is that module's: ``torch.accelerator`` is PyTorch's
+        device API, never Accelerate's ``Accelerator``."""
         dotted = dotted_name(expr)
+        if dotted is None:
+            return False
+        used = (_protocol_place(self.index, self._scope, dotted), dotted) in self.protocol_uses
+        if not used and last_attr(expr) not in self.accelerator_names:
+            return False
         qualified = self.index.imports.qualify(dotted)
         if qualified is not None:
             return qualified.startswith("accelerate")
@@ -699,6 +793,9 @@ class ObjectTracker:
                 return None
             if method in _SELF_RETURNING and owner is not None and owner.kind == "model" and not owner.is_acc:
                 return owner  # `Net().to(device)`, `model.train()`: the module itself
+            if method in ("to", "cuda", "cpu") and owner is not None and owner.kind is None and not owner.is_acc \
+                    and isinstance(owner.origin, cst.Call):
+                return owner  # `Pipeline.from_pretrained(...).to(device)`: a pipeline moves itself and returns itself
         target = self.index.resolve_call(call)
         if target is not None:
             self._read(("returns", target))
@@ -878,7 +975,7 @@ class ObjectTracker:
             if key is None:
                 continue
             v = self.lookup(key, env, self._scope)
-            if v is None and self._named_like_accelerator(expr) and not self.is_binding(expr):
+            if _unknown(v) and self._used_as_accelerator(expr) and not self.is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
             if v is not None:
                 self._current.values[expr] = v
@@ -919,10 +1016,13 @@ class ObjectTracker:
             for key, (setters, value) in list(self._current.deferred.items()):
                 if any(self.index.reaches(target, s) for s in setters):
                     env[key] = value
+        constructed = self.index.constructor_of(call) if target is None else None
+        if constructed is not None:
+            target = constructed  # `Trainer(model, accelerator=acc)`: what its `__init__` receives
         if target is not None:
             params = self.index.functions[target].params
             names = [p.name.value for p in params]
-            if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
+            if names and names[0] in ("self", "cls") and (isinstance(func, cst.Attribute) or constructed is not None):
                 names = names[1:]
             pending = self._current.passed.setdefault(target, {})
             self._read(("prepares", target))

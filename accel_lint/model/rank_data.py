@@ -9,7 +9,10 @@ between ranks) when it is computed from:
 * the clock (``time.time()``);
 * the index a dataset's ``__getitem__`` receives (the sampler hands each rank its own indices);
 * an assignment made under a condition that is itself varying (``if val_loss > best:
-  patience += 1``: the counter now differs between ranks).
+  patience += 1``: the counter now differs between ranks), or after a ``continue`` or ``break``
+  that some ranks take and others do not (one under a varying condition, or in an ``except``
+  handler: an exception is one rank's event). ``try: backward() except: continue`` then
+  ``step += 1``: the failing rank's counter falls behind.
 
 What a collective returns is the same on every rank whatever went into it (``gather``,
 ``reduce``, ``broadcast``, ``check_trigger``, an accelerator's ``clip_grad_norm_``). Everything
@@ -48,6 +51,12 @@ class RankData:
         self._returns: list[bool] | None = None  # what a summary walk's returns evaluate to
         self._uniform_returns: dict[cst.FunctionDef, bool] = {}
         self._scope: ScopeNode = index.module
+        # a `continue`/`break` that only some ranks may take was walked in the current statement
+        self._left_locally: cst.CSTNode | None = None
+        self._in_handler = 0
+        # names bound after such an exit (in the statements some ranks skip), and that exit
+        self._after_exit: cst.CSTNode | None = None
+        self.left_behind: dict[tuple[ScopeNode, str], cst.CSTNode] = {}
         for scope in [index.module, *index.functions]:
             self._scope = scope
             self._final[scope] = self._block(self.index.body_of(scope), self._varying_params(scope), False)
@@ -137,8 +146,15 @@ class RankData:
 
     # -- statements -----------------------------------------------------------------------
     def _block(self, stmts, env: set[str], tainted: bool) -> set[str]:
+        after_exit = self._after_exit
         for stmt in stmts:
+            outer, self._left_locally = self._left_locally, None
             env = self._stmt(stmt, env, tainted)
+            if self._left_locally is not None:
+                tainted = True  # the rest of the block runs only on the ranks that did not leave
+                self._after_exit = self._left_locally
+            self._left_locally = outer or self._left_locally
+        self._after_exit = after_exit
         return env
 
     def _stmt(self, stmt: cst.CSTNode, env: set[str], tainted: bool) -> set[str]:
@@ -167,8 +183,10 @@ class RankData:
             entry = set(env)
             if kind is cst.For:
                 self._bind_loop_target(stmt.target, stmt.iter, entry, tainted)
+            outer = self._left_locally
             first = self._block(stmt.body.body, set(entry), inner)
             second = self._block(stmt.body.body, entry | first, inner)
+            self._left_locally = outer  # a `continue` or `break` ends at its own loop
             out = env | second
             if stmt.orelse is not None:
                 out = self._block(stmt.orelse.body.body, out, tainted)
@@ -180,8 +198,10 @@ class RankData:
         if kind is cst.Try:
             body = self._block(stmt.body.body, set(env), tainted)
             out = set(body)
+            self._in_handler += 1
             for handler in stmt.handlers:
                 out |= self._block(handler.body.body, env | body, tainted)
+            self._in_handler -= 1
             if stmt.orelse is not None:
                 out |= self._block(stmt.orelse.body.body, set(body), tainted)
             if stmt.finalbody is not None:
@@ -229,14 +249,30 @@ class RankData:
             key = dotted_name(small.target)
             if key is not None and (tainted or self._eval(small.value, self._reader(env))):
                 env.add(key)
+                self._note_exit(key)
         elif kind is cst.Expr and type(small.value) is cst.Call and small.value.args and not tainted \
                 and (self.index.imports.qualify_expr(small.value.func) or "") in _IN_PLACE:
             key = dotted_name(small.value.args[0].value)
             if key is not None:
                 env.discard(key)  # `dist.broadcast(indices, src=0)`: every rank now holds rank 0's
+        elif kind in (cst.Continue, cst.Break) and (tainted or self._in_handler):
+            self._left_locally = small
         elif kind is cst.Return and self._returns is not None and small.value is not None:
             self._returns.append(tainted or self._eval(small.value, self._reader(env)))
         return env
+
+    def _note_exit(self, key: str) -> None:
+        if self._after_exit is not None and self._recording:
+            self.left_behind.setdefault((self._scope, key), self._after_exit)
+
+    def exit_behind(self, expr: cst.CSTNode) -> tuple[str, cst.CSTNode] | None:
+        """A name read in ``expr`` that varies because some ranks skipped its update, and the
+        ``continue``/``break`` they left by."""
+        for load in self.index.loads_in(expr) if not isinstance(expr, (cst.Name, cst.Attribute)) else [expr]:
+            key = (self.index.scope_of(load), dotted_name(load))
+            if key in self.left_behind and self.at.get(load, False):
+                return key[1], self.left_behind[key]
+        return None
 
     def _bind(self, target: cst.BaseExpression, varies: bool, env: set[str]) -> None:
         for key in bound_names(target):
@@ -244,5 +280,6 @@ class RankData:
                 env.discard(stale)
             if varies:
                 env.add(key)
+                self._note_exit(key)
             else:
                 env.discard(key)

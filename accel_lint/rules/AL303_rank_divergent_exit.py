@@ -20,7 +20,9 @@ class RankDivergentExit(Rule):
     is a fact of the model's data flow, not of names: a value computed from a batch (the loop
     variable over a loader), from a model's forward or `generate` (`loss.item() < threshold`,
     `torch.isnan(loss)`), from the clock, or assigned under a
-    condition that is itself rank-local (a patience counter on un-reduced metrics). Exits on a
+    condition that is itself rank-local (a patience counter on un-reduced metrics), or after a
+    `continue` that only some ranks take (`except RuntimeError: continue` before `step += 1`:
+    the failing rank's step counter falls behind, so it stops one pass later). Exits on a
     rank predicate (`if accelerator.is_main_process: break`) are reported by AL301 at the
     collective the other ranks then wait in.
     Not flagged: uniform counters (`if completed_steps >= max_train_steps: break`); what a
@@ -90,6 +92,22 @@ class RankDivergentExit(Rule):
         """,
     ]
     INVALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        step = 0
+        for batch in loader:
+            loss = model(**batch).loss
+            try:
+                accelerator.backward(loss)
+                optimizer.step()
+            except RuntimeError:
+                continue
+            step += 1
+            if step >= max_steps:
+                break  # expect: AL303
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -195,5 +213,10 @@ def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> tuple[cst.C
             if model.ranks.is_rank_dependent(test):
                 return None  # a rank predicate: AL301 reports where the other ranks then wait
             if model.rank_data.varies(test):
+                behind = model.rank_data.exit_behind(test)
+                if behind is not None:
+                    name, left = behind
+                    return test, (f"`{model.code(test)}`, and `{name}` falls behind on a rank that left an "
+                                  f"earlier pass early (line {model.line_of(left)})")
                 return test, f"`{model.code(test)}`, computed from this rank's own data"
     return None
