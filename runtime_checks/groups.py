@@ -111,8 +111,8 @@ def group_rows(rows: list[dict[str, Any]], culprit: int | None,
     for row in sorted(rows, key=lambda r: r["rank"]):
         by_state.setdefault(state_key(row), []).append(row)
     members = list(by_state.values())
-    guards = [guard_of(rows_[0]) or "" for rows_ in members]
-    order, role = order_groups([[r["rank"] for r in rows_] for rows_ in members], culprit,
+    guards = [guard_of(same[0]) or "" for same in members]
+    order, role = order_groups([[r["rank"] for r in same] for same in members], culprit,
                                lambda i: bool(guards[i]))
     groups = []
     for position, i in enumerate(order):
