@@ -17,6 +17,7 @@ import time
 from datetime import timedelta
 
 from . import protocol as P
+from .groups import grouped_phrases
 from .report import Finding, render_text, write_json
 from .ring import ring_dir, sweep_stale
 from .watch import POLL_S, Watcher, stop_processes
@@ -106,8 +107,8 @@ def _unexplained_failure(watcher: Watcher, failures: dict[int, int]) -> Finding:
         seq=None,
         rows=[watcher._row(r) for r in watcher.ranks.values()],
         culprit=culprit,
-        why=f"rank {culprit} ended with {how} before the guard saw an exception; ranks ended with "
-            + ", ".join(f"{r}: {c}" for r, c in sorted(failures.items())),
+        why=f"rank {culprit} ended with {how} before the guard saw an exception; exit codes: "
+            + grouped_phrases(((r, str(c)) for r, c in sorted(failures.items())), between=": ", joiner=", "),
         hint="look for the OOM killer (dmesg), os._exit on one rank, or a native crash",
     )
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import protocol as P
-from .report import Finding, render_text, to_json, write_json
+from .groups import ranks_cell
+from .report import Finding, groups_of, render_text, to_json, write_json
 
 
 @dataclass
@@ -59,12 +60,13 @@ class NotebookReport:
     __repr__ = __str__
 
     def _rows(self) -> list[tuple[str, ...]]:
+        """One row per group of ranks in the same state (runtime_checks.groups), the likely culprit first."""
         rows = []
-        for row in (self.finding.rows if self.finding else []):
-            site = row.get("site") or {}
+        for group in (groups_of(self.finding) if self.finding else []):
+            site = group.row.get("site") or {}
             where = f"{os.path.basename(site.get('file') or '?')}:{site.get('line') or '?'}"
-            culprit = "culprit" if self.finding and self.finding.culprit == row["rank"] else ""
-            rows.append((str(row["rank"]), row.get("state") or "", row.get("op") or "", where, culprit))
+            rows.append((ranks_cell(group.ranks), group.row.get("state") or "", group.row.get("op") or "", where,
+                         group.role or ""))
         return rows
 
     def _repr_markdown_(self) -> str:
@@ -72,7 +74,7 @@ class NotebookReport:
             return "**runtime_checks: ok** — every rank finished, nothing to report"
         f = self.finding
         lines = [f"**runtime_checks: {f.kind.upper()}** — {f.title}", "",
-                 "| rank | state | collective | where | |", "|---|---|---|---|---|"]
+                 "| ranks | state | collective | where | |", "|---|---|---|---|---|"]
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in self._rows()]
         lines += ["", f"**why:** {f.why}", "", f"**fix:** {f.hint}"]
         return "\n".join(lines)
@@ -83,7 +85,7 @@ class NotebookReport:
         f = self.finding
         cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self._rows())
         return (f"<p><b>runtime_checks: {html.escape(f.kind.upper())}</b> &mdash; {html.escape(f.title)}</p>"
-                "<table><thead><tr><th>rank</th><th>state</th><th>collective</th><th>where</th><th></th></tr></thead>"
+                "<table><thead><tr><th>ranks</th><th>state</th><th>collective</th><th>where</th><th></th></tr></thead>"
                 f"<tbody>{cells}</tbody></table><p><b>why:</b> {html.escape(f.why)}</p>"
                 f"<p><b>fix:</b> {html.escape(f.hint)}</p>{self.timeline}")
 

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .groups import RankGroup, group_rows, hosts_text, ranks_label, shown
+
 
 @dataclass
 class Finding:
@@ -62,27 +64,36 @@ def _model(path: str):
 
 def rank_guard_hint(site: dict | None) -> str:
     """'inside `if accelerator.is_main_process:` at train.py:86', from the linter's model of the file."""
-    if not site or not os.path.exists(site.get("file", "")):
+    if not site or not site.get("file") or not os.path.exists(site["file"]):
         return ""
-    model = _model(site["file"])
+    guard = _guard_at(site["file"], site["line"])
+    if guard is None:
+        return ""
+    how, cond, line = guard
+    where = f"{_short(site['file'])}:{line}"
+    if how == "decorator":
+        return f"inside a function decorated `@{cond}` at {where}"
+    if how == "else":
+        return f"in the `else` of `if {cond}:` at {where}"
+    if how == "early-exit":
+        return f"after the early exit on `{cond}` at {where}"
+    return f"inside `if {cond}:` at {where}"
+
+
+@lru_cache(maxsize=1024)
+def _guard_at(path: str, line: int) -> tuple[str, str, int] | None:
+    """(how, condition, line) of the rank-dependent branch around ``line``; cached, so 512 ranks
+    at one line walk the file's calls once."""
+    model = _model(path)
     if model is None:
-        return ""
+        return None
     for call in model.index.calls:
-        if model.line_of(call) != site["line"]:
+        if model.line_of(call) != line:
             continue
         guard = model.rank_guard_of(call)
-        if guard is None:
-            continue
-        where = f"{_short(site['file'])}:{model.line_of(guard.node)}"
-        cond = model.code(guard.condition)
-        if guard.how == "decorator":
-            return f"inside a function decorated `@{cond}` at {where}"
-        if guard.how == "else":
-            return f"in the `else` of `if {cond}:` at {where}"
-        if guard.how == "early-exit":
-            return f"after the early exit on `{cond}` at {where}"
-        return f"inside `if {cond}:` at {where}"
-    return ""
+        if guard is not None:
+            return guard.how, model.code(guard.condition), model.line_of(guard.node)
+    return None
 
 
 def _args_text(args: Any) -> str:
@@ -96,24 +107,68 @@ def _args_text(args: Any) -> str:
     return ""
 
 
+def guard_of_row(row: dict[str, Any]) -> str:
+    """The rank-dependent branch around a row's line ("" outside any), from the linter's model."""
+    return rank_guard_hint(row.get("site"))
+
+
+def groups_of(finding: Finding) -> list[RankGroup]:
+    """The finding's rows as groups of ranks in the same state, the likely culprit first."""
+    return group_rows(finding.rows, finding.culprit, guard_of_row)
+
+
+def _op_text(row: dict[str, Any]) -> str:
+    if row.get("op"):
+        return f"{row['op']}({_args_text(row['args'])})"
+    if row.get("state") == "finished" and row.get("last_completed"):
+        return f"(last: {row['last_completed']['op']})"
+    return ""
+
+
+def _guard_text(group: RankGroup) -> str:
+    """The guard, with its location shortened to a line number when it is the row's own file."""
+    site = group.row.get("site") or {}
+    if not group.guard or not site.get("file"):
+        return group.guard
+    return group.guard.replace(f" at {_short(site['file'])}:", " at line ")
+
+
+def group_lines(groups: list[RankGroup]) -> list[str]:
+    """One line per group (at most ``MAX_SHOWN``: the rest summed up in the last)."""
+    hosts = {h for g in groups for h in g.hosts}
+    listed, rest = shown(groups)
+    labels = [g.label + hosts_text(g, hosts) for g in listed]
+    width = max(len(label) for label in labels) if labels else 0
+    lines = []
+    for group, label in zip(listed, labels):
+        row, guard = group.row, _guard_text(group)
+        mark = f"  <- {group.role}" if group.role else ""
+        lines.append(f"  {label:<{width}}  {row['state']:<13} {_op_text(row):<45} {describe_site(row.get('site'))}"
+                     + (f"   ({guard})" if guard else "") + mark)
+    if rest:
+        ranks = sorted(r for g in rest for r in g.ranks)
+        lines.append(f"  {ranks_label(ranks)} in {len(rest)} other states: see the report's \"groups\"")
+    return lines
+
+
+def stacks_line(stack_groups: list[dict[str, Any]]) -> str:
+    """Where the ranks' Python stacks stand, one entry per site (in the watcher's order)."""
+    listed, rest = shown(stack_groups)
+    parts = [f"{ranks_label(g['ranks'])} at {describe_site(g['site'])}" for g in listed]
+    if rest:
+        parts.append(f"{ranks_label(sorted(r for g in rest for r in g['ranks']))} at {len(rest)} other lines")
+    return "  stacks: " + "; ".join(parts)
+
+
 def render_text(finding: Finding, report_path: str | None, stream=None) -> None:
     stream = stream or sys.stderr
     when = f" (detected {finding.detected_after:.2f} s after it happened)" if finding.detected_after else ""
     seq = f" at collective #{finding.seq}" if finding.seq is not None else ""
     lines = [f"[runtime_checks] {finding.kind.upper()}{seq}{when}", f"  {finding.title}"]
-    for row in finding.rows:
-        op = f"{row['op']}({_args_text(row['args'])})" if row.get("op") else ""
-        if not row.get("op") and row["state"] == "finished" and row.get("last_completed"):
-            op = f"(last: {row['last_completed']['op']})"
-        hint = rank_guard_hint(row.get("site"))
-        mark = "  <- culprit" if finding.culprit == row["rank"] else ""
-        lines.append(f"  rank {row['rank']}  {row['state']:<13} {op:<45} {describe_site(row.get('site'))}"
-                     + (f"   ({hint})" if hint else "") + mark)
-    groups = finding.extra.get("stack_groups")
-    if groups and len(groups) > 1:
-        lines.append("  stacks: " + "; ".join(
-            f"rank{'s' if len(g['ranks']) > 1 else ''} {','.join(map(str, g['ranks']))} at {describe_site(g['site'])}"
-            for g in groups))
+    lines += group_lines(groups_of(finding))
+    stack_groups = finding.extra.get("stack_groups")
+    if stack_groups and len(stack_groups) > 1:
+        lines.append(stacks_line(stack_groups))
     lines.append(f"  why: {finding.why}")
     lines.append(f"  fix: {finding.hint}")
     if report_path:
@@ -131,6 +186,7 @@ def to_json(finding: Finding | None, watcher=None, trace: str | None = None) -> 
     for row in data["rows"]:
         row["guard"] = rank_guard_hint(row.get("site")) or None
         row["code"] = source_line(row.get("site")) or None
+    data["groups"] = [g.to_json() for g in group_rows(data["rows"], finding.culprit)]
     data["exit_code"] = EXIT_CODES[finding.kind]
     return {"findings": [data], "exit_code": data["exit_code"], **({"trace": trace} if trace else {})}
 

@@ -1,9 +1,11 @@
 """``python -m runtime_checks view REPORT.json``: the report's timeline as one self-contained
 HTML page (inline SVG and CSS, no script, no network asset), written next to the report.
 
-One row per rank, a bar per collective (colour by op kind, hover for op, shapes, call site and
-duration), a red line at the verdict, the culprit's row marked. Bars narrower than a pixel are
-drawn one pixel wide, so thousands of collectives on 8 ranks stay readable.
+The verdict's table has a row per group of ranks in the same state, the likely culprit first
+(:mod:`runtime_checks.groups`). The timeline has a row per rank, a bar per collective (colour by
+op kind, hover for op, shapes, call site and duration), a red line at the verdict, the culprit's
+row marked. Bars narrower than a pixel are drawn one pixel wide, so thousands of collectives on
+8 ranks stay readable.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import sys
 import zlib
 from typing import Any
+
+from .groups import group_rows, ranks_cell
 
 WIDTH = 1200
 LABEL = 110
@@ -96,11 +100,13 @@ def _page(finding: dict | None, culprit: int | None, collectives: int, ranks: in
     if finding:
         head = (f"<h1>{html.escape(finding['kind'])}: {html.escape(finding['title'])}</h1>"
                 f"<p><b>why:</b> {html.escape(finding['why'])}<br><b>fix:</b> {html.escape(finding['hint'])}</p>"
-                "<table><tr><th>rank</th><th>state</th><th>op</th><th>line</th></tr>"
-                + "".join(f"<tr{' class=culprit' if r['rank'] == culprit else ''}><td>{r['rank']}</td>"
-                          f"<td>{html.escape(str(r.get('state', '')))}</td><td>{html.escape(str(r.get('op') or ''))}</td>"
-                          f"<td>{html.escape(_site(r.get('site')))} <code>{html.escape(r.get('code') or '')}</code></td></tr>"
-                          for r in finding.get("rows", []))
+                "<table><tr><th>ranks</th><th>state</th><th>op</th><th>line</th><th></th></tr>"
+                + "".join(f"<tr{' class=culprit' if g.role else ''}><td>{html.escape(ranks_cell(g.ranks))}</td>"
+                          f"<td>{html.escape(str(g.row.get('state', '')))}</td>"
+                          f"<td>{html.escape(str(g.row.get('op') or ''))}</td>"
+                          f"<td>{html.escape(_site(g.row.get('site')))} <code>{html.escape(g.row.get('code') or '')}"
+                          f"</code></td><td>{html.escape(g.role or '')}</td></tr>"
+                          for g in group_rows(finding.get("rows", []), culprit))
                 + "</table>")
     style = ("body{font-family:sans-serif;margin:16px;color:#222}h1{font-size:18px}table{border-collapse:collapse;"
              "margin:8px 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left}"

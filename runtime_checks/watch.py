@@ -17,6 +17,7 @@ from typing import Any
 from accel_lint import collectives as C
 
 from . import protocol as P
+from .groups import grouped_phrases, order_groups, ranks_label
 from .report import Finding, _args_text, describe_site, render_text, write_json
 
 POLL_S = 0.05
@@ -92,6 +93,8 @@ class Watcher:
         self._unchecked: set[int] = set()  # sequence numbers some rank reached and not every rank has
         self.settle = SETTLE_S  # 0 once every rank has ended: no event is still on its way
         self._gaps: list[float] = []
+        self._disagreed: dict[int, float] = {}  # seq -> when the watcher first saw ranks disagree there
+        self._awaiting = False  # a mismatch is known and waits for the ranks still on their way
         # where the ranks' shared-memory rings are (same host only): read after a rank dies
         self.ring_dir: str | None = None
 
@@ -193,6 +196,7 @@ class Watcher:
         if self.finding is not None:
             return self.finding
         self.note_deaths()  # a dead rank's ring may hold the collective it died in: read it first
+        self._awaiting = False
         # earliest anomaly first: a mismatch at collective #k precedes the exceptions it causes
         # a rank that left early makes its peers raise "connection reset": blame the leaver
         for find in (self._not_distributed, self._mismatch, self._left_early, self._exception, self._death,
@@ -201,6 +205,8 @@ class Watcher:
             if finding is not None:
                 self.finding = finding
                 return finding
+            if self._awaiting:  # a mismatch waits for its latecomers: it precedes whatever comes next
+                return None
         return None
 
     def check_at_end(self) -> Finding | None:
@@ -263,8 +269,7 @@ class Watcher:
         if "DistributedOperationException" in exc["type"] or "shape mismatch" in text:
             return self._shape_finding_from_exception(first)
         waiting = [x for x in self.ranks.values() if x.current is not None and x is not first]
-        blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
-                            for x in waiting) or "the other ranks stop at their next collective"
+        blocked = _waiting_text(waiting) or "the other ranks stop at their next collective"
         return Finding(
             kind="rank_exception",
             title=f"rank {first.rank} raised {exc['type'].split('.')[-1]}: {exc['message'][:200]}",
@@ -301,8 +306,7 @@ class Watcher:
         for r in dead:  # the peers' events that show a collective completed may arrive after the death
             self.settle_dead(r)
         waiting = [x for x in self.ranks.values() if x.current is not None and not x.died]
-        blocked = "; ".join(f"rank {x.rank} waits in `{x.current['op']}` at {describe_site(x.current['site'])}"
-                            for x in waiting) or "no peer was inside a collective yet"
+        blocked = _waiting_text(waiting) or "no peer was inside a collective yet"
         last = first.last_completed()
         inside = first.current  # from its ring when the crash cut off its last batch
         if inside is not None:
@@ -327,39 +331,62 @@ class Watcher:
             present = [r for r in self.ranks.values() if seq in r.collectives]
             if len(present) < 2:
                 continue
-            kinds = {r.collectives[seq]["op_kind"] for r in present}
-            if len(kinds) > 1:
-                return self._divergence(seq, present)
-            kind = kinds.pop()
-            ops = {r.collectives[seq]["op"] for r in present}
-            lengths = {r.collectives[seq].get("length") for r in present}
-            if kind == C.BROADCAST_OBJ and len(lengths) > 1:
-                return self._length_mismatch(seq, present)
-            if kind in SHAPE_CHECKED and not ops & SHAPE_FREE_OPS:
-                shapes = {repr(_tensors(r.collectives[seq]["args"])) for r in present}
-                if len(shapes) > 1:
-                    return Finding(
-                        kind="shape_mismatch",
-                        title=f"`{present[0].collectives[seq]['op']}` with different shapes, dtypes or devices across "
-                              f"ranks",
-                        seq=seq,
-                        rows=[self._row(x, seq) for x in self.ranks.values()],
-                        culprit=None,
-                        why="a collective needs the same shape and dtype on every rank (and, under NCCL, every "
-                            "tensor on the rank's GPU); gloo aborts, NCCL may return truncated or uninitialised data",
-                        hint="pad first with `accelerator.pad_across_processes(...)`, or use `gather_object` for "
-                             "ragged data",
-                        detected_after=time.time() - min(r.collectives[seq]["entered"] for r in present),
-                    )
+            finding = self._mismatch_at(seq, present)
+            if finding is not None:
+                if self._still_coming(seq, present):
+                    self._awaiting = True
+                    return None
+                return finding
             if len(present) == self.world_size:
                 self._checked.add(seq)
                 self._unchecked.discard(seq)
         return None
 
+    def _still_coming(self, seq: int, present: list[RankState]) -> bool:
+        """Whether to wait for ranks that have not reached ``seq`` yet before reporting a mismatch
+        there. Two ranks that disagree are enough to know; the report waits up to ``settle``
+        seconds (from when the watcher first saw them disagree) for the others, which arrive in
+        the next batches, so that it groups every rank by where it really is instead of showing
+        the latecomers at their previous collective."""
+        seen = self._disagreed.setdefault(seq, time.time())
+        if time.time() - seen >= self.settle:
+            return False
+        return any(seq not in r.collectives and not (r.finished or r.died or r.exception)
+                   for r in self.ranks.values())
+
+    def _mismatch_at(self, seq: int, present: list[RankState]) -> Finding | None:
+        """A divergence, length or shape mismatch among the ranks ``present`` at ``seq``."""
+        kinds = {r.collectives[seq]["op_kind"] for r in present}
+        if len(kinds) > 1:
+            return self._divergence(seq, present)
+        kind = kinds.pop()
+        ops = {r.collectives[seq]["op"] for r in present}
+        lengths = {r.collectives[seq].get("length") for r in present}
+        if kind == C.BROADCAST_OBJ and len(lengths) > 1:
+            return self._length_mismatch(seq, present)
+        if kind in SHAPE_CHECKED and not ops & SHAPE_FREE_OPS:
+            shapes = {repr(_tensors(r.collectives[seq]["args"])) for r in present}
+            if len(shapes) > 1:
+                return Finding(
+                    kind="shape_mismatch",
+                    title=f"`{present[0].collectives[seq]['op']}` with different shapes, dtypes or devices across "
+                          f"ranks",
+                    seq=seq,
+                    rows=[self._row(x, seq) for x in self.ranks.values()],
+                    culprit=None,
+                    why="a collective needs the same shape and dtype on every rank (and, under NCCL, every "
+                        "tensor on the rank's GPU); gloo aborts, NCCL may return truncated or uninitialised data",
+                    hint="pad first with `accelerator.pad_across_processes(...)`, or use `gather_object` for "
+                         "ragged data",
+                    detected_after=time.time() - min(r.collectives[seq]["entered"] for r in present),
+                )
+        return None
+
     def _length_mismatch(self, seq: int, present: list[RankState]) -> Finding:
         op = present[0].collectives[seq]["op"]
-        lengths = ", ".join(f"rank {r.rank}: {r.collectives[seq].get('length')} at "
-                            f"{describe_site(r.collectives[seq]['site'])}" for r in present)
+        lengths = grouped_phrases(((r.rank, f"{r.collectives[seq].get('length')} at "
+                                            f"{describe_site(r.collectives[seq]['site'])}") for r in present),
+                                  between=": ", joiner=", ")
         died = [r.rank for r in present if r.died]
         return Finding(
             kind="shape_mismatch",
@@ -369,7 +396,7 @@ class Watcher:
             culprit=None,
             why=f"every rank must pass a list of the same length (the receivers' length is how many objects "
                 f"they expect); lengths: {lengths}"
-                + (f"; rank{'s' if len(died) > 1 else ''} {', '.join(map(str, died))} then died inside it "
+                + (f"; {ranks_label(died)} then died inside it "
                    f"(gloo aborts the process on the size mismatch)" if died else ""),
             hint="give every rank a list of the same length (e.g. `[None] * n` on the receivers)",
             detected_after=time.time() - min(r.collectives[seq]["entered"] for r in present),
@@ -428,7 +455,7 @@ class Watcher:
             self.request_stacks()
             culprit = outliers[0].rank if len(outliers) == 1 else None
             if outliers:
-                doing = "; ".join(self._activity(x) for x in outliers)
+                doing = grouped_phrases((x.rank, *self._activity(x)) for x in outliers)
                 why = (f"rank {r.rank} has waited {now - r.current['entered']:.1f} s in `{r.current['op']}` at "
                        f"{describe_site(r.current['site'])}; {doing}")
             else:
@@ -447,15 +474,18 @@ class Watcher:
         return None
 
     # -- presentation ---------------------------------------------------------------------------------
-    def _activity(self, r: RankState) -> str:
+    def _activity(self, r: RankState) -> tuple[str, str]:
+        """What the rank is doing, said of one rank and of several."""
         if r.finished:
-            return f"rank {r.rank} has finished"
+            return "has finished", "have finished"
         if r.current is not None:
-            where = " (queued on its GPU: the Python code has moved on)" if r.current.get("on_device") else ""
-            return f"rank {r.rank} is in `{r.current['op']}` at {describe_site(r.current['site'])}{where}"
-        stack = r.stack or {}
-        site = stack.get("site")
-        return f"rank {r.rank} is computing" + (f" at {describe_site(site)}" if site else "")
+            where = (" (queued on its GPU: the Python code has moved on)", " (queued on their GPUs: the Python code "
+                     "has moved on)") if r.current.get("on_device") else ("", "")
+            at = f"in `{r.current['op']}` at {describe_site(r.current['site'])}"
+            return f"is {at}{where[0]}", f"are {at}{where[1]}"
+        site = (r.stack or {}).get("site")
+        at = f" at {describe_site(site)}" if site else ""
+        return f"is computing{at}", f"are computing{at}"
 
     def _row(self, r: RankState, seq: int | None = None) -> dict[str, Any]:
         op = r.collectives.get(seq) if seq is not None else None
@@ -511,15 +541,18 @@ class Watcher:
         self.finding.extra["stack_groups"] = self.stack_groups()
 
     def stack_groups(self) -> list[dict[str, Any]]:
-        """Ranks grouped by where their Python stack stands; the largest group first (in a hang the
-        majority are the victims, a rank alone in its group is the outlier)."""
+        """Ranks grouped by where their Python stack stands, in the order of the report's groups
+        (:mod:`runtime_checks.groups`): the culprit's group, then the smaller groups first (in a
+        hang the majority are the victims, a rank alone in its group is the outlier)."""
         groups: dict[tuple, list[int]] = {}
         for rank, r in sorted(self.ranks.items()):
             site = (r.stack or {}).get("site")
             key = (site["file"], site["line"]) if site else ("?", 0)
             groups.setdefault(key, []).append(rank)
-        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1]))
-        return [{"ranks": ranks, "site": {"file": f, "line": line} if f != "?" else None} for (f, line), ranks in ordered]
+        items = list(groups.items())
+        order, _ = order_groups([ranks for _, ranks in items], self.finding.culprit if self.finding else None)
+        return [{"ranks": ranks, "site": {"file": f, "line": line} if f != "?" else None}
+                for (f, line), ranks in (items[i] for i in order)]
 
     def _refresh(self, row: dict) -> dict:
         r = self.ranks[row["rank"]]
@@ -550,23 +583,37 @@ def _tensors(args: Any) -> Any:
 
 
 def _classify(seq: int, present: list[RankState]) -> str:
-    """Skipped, extra or reordered, by aligning what each rank did around ``seq``."""
+    """Skipped, extra or reordered, by aligning what each group of ranks (same op at the same
+    line) did around ``seq``; a rank stands for its group."""
+    groups: dict[tuple, list[RankState]] = {}
+    for r in sorted(present, key=lambda r: r.rank):
+        op = r.collectives[seq]
+        groups.setdefault((op["op"], describe_site(op["site"])), []).append(r)
+    members = list(groups.values())
+    label = {id(g[0]): ranks_label([r.rank for r in g]) for g in members}
     parts = []
-    for a in present:
-        for b in present:
-            if a is b:
+    for group_a in members:
+        for group_b in members:
+            if group_a is group_b:
                 continue
+            a, b = group_a[0], group_b[0]
             op_a, nxt_b = a.collectives.get(seq), b.collectives.get(seq + 1)
             op_b, nxt_a = b.collectives.get(seq), a.collectives.get(seq + 1)
             if nxt_a and nxt_b and nxt_a["op_kind"] == op_b["op_kind"] and nxt_b["op_kind"] == op_a["op_kind"]:
-                return f"ranks {a.rank} and {b.rank} made the same two collectives in opposite order (reordered)"
+                return f"{label[id(a)]} and {label[id(b)]} made the same two collectives in opposite order (reordered)"
             if nxt_b and nxt_b["op_kind"] == op_a["op_kind"]:
-                parts.append(f"rank {b.rank} made an extra `{op_b['op']}` (or rank {a.rank} skipped it)")
+                parts.append(f"{label[id(b)]} made an extra `{op_b['op']}` (or {label[id(a)]} skipped it)")
     if parts:
         return parts[0]
-    sites = ", ".join(f"rank {r.rank} in `{r.collectives[seq]['op']}` at {describe_site(r.collectives[seq]['site'])}"
-                      for r in present)
+    sites = grouped_phrases(((r.rank, f"in `{r.collectives[seq]['op']}` at "
+                                      f"{describe_site(r.collectives[seq]['site'])}") for r in present), joiner=", ")
     return f"at the same point {sites}: one of them skipped a collective or made an extra one"
+
+
+def _waiting_text(waiting: list[RankState]) -> str:
+    """'rank 3 waits in `x` at f.py:9; ranks 0-2 (3) wait in `y` at f.py:12'."""
+    return grouped_phrases((x.rank, f"waits in `{x.current['op']}` at {describe_site(x.current['site'])}",
+                            f"wait in `{x.current['op']}` at {describe_site(x.current['site'])}") for x in waiting)
 
 
 def process_alive(pid: int) -> bool:
