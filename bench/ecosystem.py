@@ -161,6 +161,16 @@ GIT_CORPORA = {
     "phased-consistency-model": ("G-U-N/Phased-Consistency-Model", "b127277f641f28ad2459647a05f78133e5b3fd34", None),
     "evolutionary-policy-optimization": ("lucidrains/evolutionary-policy-optimization", "18167b80f413f45b55067b38a3430977adfaef67", None),
     "lmflow": ("OptimalScale/LMFlow", "f3597dba134e8bb3d2cfedeaaae6fc7296ace924", None),
+    # batch 13 (2026-11-27, fourth session): first contact recorded after batch 12's fixes
+    "fastcomposer": ("mit-han-lab/fastcomposer", "b9304a2e7d09ffe4036ebd8ed5656bb08d6a8ca9", None),
+    "styledrop-pytorch": ("zideliu/StyleDrop-PyTorch", "3538a60ca79ac57d5ca04be59dcbd13d48f68921", None),
+    "elite": ("csyxwei/ELITE", "84b6f2f43957e883ab7a40cf2c3e4519d854a25a", None),
+    "custom-diffusion": ("adobe-research/custom-diffusion", "7c19c9a7820d07389f5390e09d7b85d702bafd7b", None),
+    "svdiff-pytorch": ("mkshing/svdiff-pytorch", "a78f69e14410c1963318806050a566d262eca9f8", None),
+    "animatelcm": ("G-U-N/AnimateLCM", "f873122358c101cd191533adb9cd517899fbfb01", None),
+    "animate-anything": ("alibaba/animate-anything", "dca241202348fa2ac68e22e81fca042fe05e3550", None),
+    "svd-xtend": ("pixeli99/SVD_Xtend", "609fbf92a3e39a78ed1e2a9e0764a1e912103c48", None),
+    "consisti2v": ("TIGER-AI-Lab/ConsistI2V", "152102bbb50bace6eec84fd451b895b6ccc2629f", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)

@@ -564,3 +564,39 @@ def test_divergence_blames_the_guarded_call_not_the_one_every_rank_makes():
         """)
     found = [(d.line, d.code) for d in lint_source(source, "t.py", Config()).diagnostics if d.code == "AL302"]
     assert found == [(7, "AL302")]
+
+
+FREEZE_SOURCE = """
+from accelerate import Accelerator
+from diffusers import UNet2DConditionModel
+from transformers import CLIPTextModel
+def freeze_models(models_to_freeze):
+    for model in models_to_freeze:
+        if model is not None:
+            model.requires_grad_(False)
+accelerator = Accelerator()
+unet = UNet2DConditionModel.from_pretrained("x")
+unet.requires_grad_(False)
+unet.add_adapter(lora_config)
+text_encoder = CLIPTextModel.from_pretrained("x")
+freeze_models([text_encoder])
+text_encoder.to("cuda")
+encoder_2 = CLIPTextModel.from_pretrained("x")
+freeze_models([encoder_2])
+inject_trainable_lora(encoder_2)
+unet, text_encoder, encoder_2 = accelerator.prepare(unet, text_encoder, encoder_2)
+unet, text_encoder, encoder_2
+"""
+
+
+def test_a_module_frozen_through_a_helper_is_returned_unwrapped():
+    model = build(FREEZE_SOURCE)
+    assert value_at(model, "text_encoder", 20).not_wrapped
+
+
+def test_a_frozen_module_given_parameters_afterwards_is_wrapped():
+    # `unet.add_adapter(...)` and `inject_trainable_lora(encoder_2)` may add trainable
+    # parameters: `prepare` then wraps them, as it would any trainable module
+    model = build(FREEZE_SOURCE)
+    assert not value_at(model, "unet", 20).not_wrapped
+    assert not value_at(model, "encoder_2", 20).not_wrapped

@@ -40,13 +40,15 @@ DEFAULT_ACCELERATOR_NAMES: tuple[str, ...] = ()
 # in the file passes, a name another module binds) but that the code uses through one of them is
 # one: the protocol is its type. Left out on purpose: members other libraries' objects share
 # (`prepare`, `backward`, `gather`, `print`, `log`, `device`, `process_index`, `num_processes`,
-# `save_state` of transformers' Trainer, `main_process_first` of its TrainingArguments).
+# `save_state` of transformers' Trainer, `main_process_first` of its TrainingArguments, and
+# `unwrap_model`, which model wrappers of training frameworks define). A member a class of the
+# file defines itself is no evidence in that file either.
 ACCELERATOR_PROTOCOL = frozenset({
     "is_main_process", "is_local_main_process", "is_last_process", "wait_for_everyone", "gather_for_metrics",
     "sync_gradients", "end_training", "init_trackers", "get_tracker", "split_between_processes",
     "local_main_process_first", "on_main_process", "on_local_main_process", "on_last_process",
     "register_save_state_pre_hook", "register_load_state_pre_hook", "get_state_dict", "set_trigger",
-    "check_trigger", "skip_first_batches", "unwrap_model", "prepare_model", "prepare_data_loader",
+    "check_trigger", "skip_first_batches", "prepare_model", "prepare_data_loader",
     "prepare_optimizer", "prepare_scheduler", "use_distributed"})
 
 # the kinds of object `prepare` wraps; it returns anything else unchanged
@@ -220,11 +222,12 @@ def accelerator_protocol_uses(index: FileIndex) -> frozenset[tuple[str, str]]:
     accelerator protocol: ``where`` is the class for ``self.x``/``cls.x`` and the scope's
     qualified name (``""`` for the module) for anything else. ``self`` itself is never one (a
     trainer class's own ``is_main_process`` property)."""
-    if not index.identifiers & ACCELERATOR_PROTOCOL:
+    members = ACCELERATOR_PROTOCOL - {name for cls in index.classes.values() for name in cls.methods}
+    if not index.identifiers & members:
         return frozenset()
     uses, stored = set(), set()
     for node in index.parents:
-        if type(node) is not cst.Attribute or node.attr.value not in ACCELERATOR_PROTOCOL:
+        if type(node) is not cst.Attribute or node.attr.value not in members:
             continue
         key = dotted_name(node.value)
         if key is None or key in ("self", "cls"):
@@ -296,6 +299,56 @@ class WalkState:
 _OBJECT_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
 
 
+# Calls that leave a frozen module frozen: moving, casting, switching modes, reading it, and the
+# module options that add no parameter. Any other call on it, or any call it is passed to, may
+# add trainable parameters (`unet.add_adapter(config)`, `inject_lora(text_encoder)`): after one,
+# whether `prepare` will wrap it is no longer known.
+_KEEPS_FROZEN_METHODS = frozenset({
+    "to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "type", "requires_grad_",
+    "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules", "children",
+    "named_children", "state_dict", "load_state_dict", "enable_gradient_checkpointing",
+    "gradient_checkpointing_enable", "enable_xformers_memory_efficient_attention",
+    "set_use_memory_efficient_attention_xformers", "enable_slicing", "enable_tiling", "enable_vae_slicing",
+    "register_to_config", "save_pretrained", "get_input_embeddings", "forward", "encode", "decode"})
+_KEEPS_FROZEN_CALLS = frozenset({"print", "len", "isinstance", "hasattr", "getattr", "id", "type", "repr", "str",
+                                 "copy.deepcopy", "deepcopy"})
+
+
+def freezing_parameters(fn: cst.FunctionDef) -> dict[str, str]:
+    """The parameters a helper freezes: ``"object"`` for ``p.requires_grad_(False)``,
+    ``"elements"`` for ``for m in p: m.requires_grad_(False)`` (``freeze([vae, text_encoder])``),
+    also under an ``if m is not None``, and not where the body also unfreezes."""
+    params = {p.name.value for p in fn.params.params}
+    found: dict[str, str] = {}
+    loops: dict[str, str] = {}  # loop variable -> the parameter it iterates
+    for node in _walk_body(fn):
+        if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and isinstance(node.iter, cst.Name) \
+                and node.iter.value in params:
+            loops[node.target.value] = node.iter.value
+    for node in _walk_body(fn):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_" \
+                and isinstance(node.func.value, cst.Name) and node.args:
+            flag = node.args[0].value
+            if not (isinstance(flag, cst.Name) and flag.value == "False"):
+                return {}  # the helper also unfreezes: what it leaves depends on its arguments
+            name = node.func.value.value
+            if name in params:
+                found[name] = "object"
+            elif name in loops:
+                found[loops[name]] = "elements"
+    return found
+
+
+def _walk_body(fn: cst.FunctionDef):
+    stack = [fn.body]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in node.children:
+            if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                stack.append(child)
+
+
 def _freezes_every_parameter(loop: cst.CSTNode) -> str | None:
     """``for p in m.parameters(): p.requires_grad = False`` (or ``p.requires_grad_(False)``) with
     nothing else in the body: the name of ``m``, whose module then has no trainable parameter."""
@@ -363,6 +416,7 @@ class ObjectTracker:
         self.key = (_definitions(index), accelerator_names, self.protocol_uses, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()),
                     sorted(self.returned_kinds.items()))
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
+        self._freezing_cache: dict[cst.FunctionDef, dict[str, str]] = {}
         self._module_calls: dict[tuple, cst.Call] | None = None
         self._run(previous if previous is not None and previous.key == self.key else None)
 
@@ -982,6 +1036,59 @@ class ObjectTracker:
         for call in self.index.calls_in(node):
             self._note_call(call, env)
 
+    def _freezing(self, fn: cst.FunctionDef) -> dict[str, str]:
+        found = self._freezing_cache.get(fn)
+        if found is None:
+            found = self._freezing_cache[fn] = freezing_parameters(fn)
+        return found
+
+    def _thaw(self, key: str | None, env: Env) -> None:
+        """A frozen module some call may have given trainable parameters is frozen no longer."""
+        if key and key in env and env[key] is not None and env[key].frozen:
+            env[key] = replace(env[key], frozen=False)
+
+    def _thaw_arguments(self, call: cst.Call, env: Env) -> None:
+        """Frozen modules passed to a call that may add parameters to them (anything but
+        ``prepare``, a same-file helper that only freezes, and the read-only builtins)."""
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            owner = self.value_of(func.value, env)
+            if owner is not None and owner.is_acc:
+                return  # prepare(), register_for_checkpointing(), unwrap_model(): none adds parameters
+        if (self.index.imports.qualify_expr(func) or dotted_name(func) or "") in _KEEPS_FROZEN_CALLS:
+            return
+        target = self.index.resolve_call(call)
+        freezes = self._freezing(target) if target is not None else {}
+        names = [p.name.value for p in target.params.params] if target is not None else []
+        for position, arg in enumerate(call.args):
+            pname = arg.keyword.value if arg.keyword is not None else (names[position] if position < len(names) else None)
+            if pname is not None and pname in freezes:
+                continue
+            values = arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg.value]
+            for value in values:
+                self._thaw(dotted_name(value.value if isinstance(value, cst.BaseElement) else value), env)
+
+    def _freeze_through(self, target: cst.FunctionDef, call: cst.Call, env: Env) -> None:
+        """``freeze_models([vae, text_encoder])``: a same-file helper that freezes its argument
+        (or each element of the list it is given) freezes what the call passes."""
+        freezes = self._freezing(target)
+        if not freezes:
+            return
+        names = [p.name.value for p in target.params.params]
+        for position, arg in enumerate(call.args):
+            pname = arg.keyword.value if arg.keyword is not None else (names[position] if position < len(names) else None)
+            how = freezes.get(pname) if pname is not None else None
+            if how == "object":
+                items = [arg.value]
+            elif how == "elements" and isinstance(arg.value, (cst.List, cst.Tuple)):
+                items = [e.value for e in arg.value.elements]
+            else:
+                continue
+            for item in items:
+                key = dotted_name(item)
+                if key and key in env and env[key] is not None:
+                    env[key] = replace(env[key], frozen=True)
+
     def is_binding(self, expr: cst.BaseExpression) -> bool:
         """``expr`` is the name being bound (``accelerator = "CUDA"``): what it will hold is the
         assigned value, not a guess from its name."""
@@ -1011,11 +1118,16 @@ class ObjectTracker:
                 key = dotted_name(func.value)
                 if key and key in env:
                     env[key] = replace(env[key], frozen=True)
+            elif method not in _KEEPS_FROZEN_METHODS:
+                self._thaw(dotted_name(func.value), env)
+        self._thaw_arguments(call, env)
         target = self.index.resolve_call(call)
         if target is not None and self._current is not None and self._current.deferred:
             for key, (setters, value) in list(self._current.deferred.items()):
                 if any(self.index.reaches(target, s) for s in setters):
                     env[key] = value
+        if target is not None:
+            self._freeze_through(target, call, env)
         constructed = self.index.constructor_of(call) if target is None else None
         if constructed is not None:
             target = constructed  # `Trainer(model, accelerator=acc)`: what its `__init__` receives

@@ -191,14 +191,19 @@ class TrainOnUnwrapped(Rule):
                           f"unwrapped model to a new name",
                           evidence=tuple(model.value_evidence(call.args[0].value)
                                          + [(forward, "trained here after the rebinding")]))
+        # one finding per forward: a container prepared in both branches of an `if` is one mistake
+        by_forward: dict[cst.Call, list] = {}
         for forward, prepare, container, owner in _bypassed_containers(model):
+            by_forward.setdefault(forward, []).append((prepare, container, owner))
+        for forward, found in by_forward.items():
+            prepare, container, owner = found[0]
             yield Finding(forward.func,
                           f"`{model.code(prepare.func)}()` (line {model.line_of(prepare)}) wrapped `{container}`, made "
                           f"from `{owner}`'s modules, but nothing calls it: this training forward runs `{owner}` "
                           f"directly, so the wrapper never arms the gradient all-reduce and each rank trains its own "
                           f"copy; prepare `{owner}` itself",
                           evidence=tuple(model.value_evidence(forward.func)
-                                         + [(prepare, f"`{container}` is prepared here and never called")]))
+                                         + [(p, f"`{c}` is prepared here and never called") for p, c, _ in found]))
         for forward, prepare, result in _bypassed_wrappers(model):
             name = model.code(forward.func)
             yield Finding(forward.func,
