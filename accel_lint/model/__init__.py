@@ -312,6 +312,28 @@ class FileModel:
         return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"
                    for c in self.calls_in(loop.body))
 
+    def may_train_after(self, node: cst.CSTNode) -> bool:
+        """``node`` is in a loop that runs a backward pass, or before a backward pass of its
+        function, outside ``no_grad``: what it changes or computes may still reach training."""
+        if self.under_no_grad(node):
+            return False
+        loop = self.enclosing_loop(node)
+        if loop is not None and self.loop_trains(loop):
+            return True
+        line = self.line_of(node)
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" and self.line_of(c) > line
+                   for c in self.calls_in(self.scope_of(node)))
+
+    def after_training(self, node: cst.CSTNode) -> bool:
+        """``node`` comes after the training of its function: a backward pass runs earlier in the
+        same function, and none later nor in a loop around ``node`` (a cast before saving). A
+        function that trains nowhere (a constructor, another method trains) is not known to."""
+        if self.may_train_after(node):
+            return False
+        line = self.line_of(node)
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" and self.line_of(c) < line
+                   for c in self.calls_in(self.scope_of(node)))
+
     def enclosing_loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
         """The innermost ``for``/``while`` around ``node`` in the same function."""
         for parent in self.index.ancestors(node):

@@ -471,26 +471,10 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
     unwrapped = cst.parse_expression(f"{acc}.unwrap_model()").with_changes(args=[cst.Arg(base)])
     # the bare module used where the program trains may compute a loss term outside the wrapper:
     # under DDP its gradients are then never synchronised (worse than the AttributeError)
-    safety = "unsafe" if _called_where_training(model, node) else "safe"
+    safety = "unsafe" if model.may_train_after(node) else "safe"
     if attr in ("module", "_orig_mod"):
         return Fix(safety, f"use `{acc}.unwrap_model(...)`", ((node, unwrapped),))
     return Fix(safety, f"use `{acc}.unwrap_model(...)`", ((base, unwrapped),))
-
-
-def _called_where_training(model: FileModel, node: cst.Attribute) -> bool:
-    """``m.attr`` in a loop that runs a backward pass, or before a backward pass of its function,
-    outside ``no_grad``: what the bare module computes there may reach a backward that the
-    wrapper's reducer never sees (a second loss term from ``unwrap_model(m).part``), so its
-    gradients would not be averaged."""
-    if model.under_no_grad(node):
-        return False
-    loop = model.enclosing_loop(node)
-    if loop is not None and model.loop_trains(loop):
-        return True
-    # a backward later in the function may consume what the bare module computed here
-    line = model.line_of(node)
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" and model.line_of(c) > line
-               for c in model.calls_in(model.scope_of(node)))
 
 
 def _is_assignment_target(model: FileModel, node: cst.CSTNode) -> bool:

@@ -28,7 +28,9 @@ class DeviceMoveOnPrepared(Rule):
     parameters change under the wrapper); `.to(accelerator.device)` (info: a no-op).
     Not flagged: `model.to(accelerator.device)` before `prepare`; modules that were never
     prepared (a frozen VAE moved with `.to(accelerator.device, dtype=weight_dtype)`);
-    batches (not tracked yet).
+    a warning-variant move after the training of its function (a backward pass runs earlier in
+    the function and none later: `unet = unet.to(torch.float32)` before saving the weights, where
+    no wrapper hook runs again); batches (not tracked yet).
 
     ## Why is this bad?
     DDP registers its gradient hooks on the parameters it wrapped; torch's DDP documentation
@@ -59,6 +61,22 @@ class DeviceMoveOnPrepared(Rule):
     summary = ".cuda()/.half()/.to(...) on a prepared model: the wrapper already placed it"
 
     VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        from diffusers import UNet2DConditionModel
+        accelerator = Accelerator()
+        unet = UNet2DConditionModel.from_pretrained("sd", subfolder="unet")
+        optimizer = torch.optim.AdamW(unet.parameters())
+        unet, optimizer, loader = accelerator.prepare(unet, optimizer, loader)
+        for batch in loader:
+            accelerator.backward(unet(batch).loss)
+            optimizer.step()
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            unet = unet.to(torch.float32)  # after training: cast the weights for saving
+            accelerator.unwrap_model(unet).save_pretrained("out")
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -110,6 +128,8 @@ class DeviceMoveOnPrepared(Rule):
             method = func.attr.value
             name = model.code(func.value)
             evidence = tuple(model.value_evidence(func.value))
+            if method in _CHANGES_PARAMETERS and model.after_training(call):
+                continue  # after the last training step (a cast before saving): no wrapper hook runs again
             if method in _CHANGES_PARAMETERS:
                 effect = _EFFECTS[method]
                 yield Finding(call, f"`{name}.{method}()` on a prepared model {effect}; `prepare()` already placed it "
@@ -121,7 +141,7 @@ class DeviceMoveOnPrepared(Rule):
                         model.is_accelerator_device(call.args[0].value):
                     yield Finding(call, f"`{name}.to({targets[0]})` on a prepared model does nothing: `prepare()` "
                                         f"already placed it on the accelerator's device", severity="info", evidence=evidence)
-                else:
+                elif not model.after_training(call):
                     yield Finding(call, f"`{name}.to({', '.join(targets)})` on a prepared model changes the parameters "
                                         f"under the wrapper, whose hooks and placement then no longer match; "
                                         f"`prepare()` already placed it", evidence=evidence)
