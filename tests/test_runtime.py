@@ -285,6 +285,7 @@ def test_in_rank_watcher_is_a_process_that_a_stuck_rank_0_cannot_silence(tmp_pat
     if mode == "gil":
         assert "rank 0 is computing since `accelerator.wait_for_everyone` at" in finding["why"]
         assert "rank0_stuck.py:12 (its Python stack did not answer" in finding["why"]
+        assert re.search(r"stacks: rank 0: no stack; rank 1 at \S*rank0_stuck\.py:19", stderr)
     # the verdict came from a process of its own, and nothing outlived the job
     assert len(watchers) == 1 and not watchers & {r["pid"] for r in finding["rows"]}
     assert _wait_gone("rank0_stuck.py", 10) == []
