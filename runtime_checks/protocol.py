@@ -14,12 +14,13 @@ ENV_STORE = "RUNTIME_CHECKS_STORE"  # host:port of the store the watcher reads
 ENV_TIMEOUT = "RUNTIME_CHECKS_TIMEOUT"
 ENV_REPORT = "RUNTIME_CHECKS_REPORT"
 ENV_TRACE = "RUNTIME_CHECKS_TRACE"  # in-rank mode: write the run's Chrome trace here
-ENV_PORT = "RUNTIME_CHECKS_PORT"  # in-rank mode: port global rank 0 serves the store on
+ENV_PORT = "RUNTIME_CHECKS_PORT"  # in-rank mode: port the watcher process serves the store on
 DEFAULT_REPORT = "runtime_checks_report.json"  # where a finding's report goes without --report
 
 EVENTS_QUEUE = "rc/events"
 DUMP_REQUEST = "rc/dump"  # the watcher asks every rank for its Python stack
 ABORT = "rc/abort"  # in-rank mode: every rank exits with this code
+FINAL = "rc/final"  # in-rank mode: the run's exit code after the end-of-run checks (read by rank 0)
 STACK_KEY = "rc/stack/{rank}"
 
 # event kinds

@@ -7,9 +7,10 @@ already has::
     torchrun --nproc_per_node 2 -m runtime_checks.rank train.py --epochs 1
     accelerate launch -m runtime_checks.rank train.py --epochs 1
 
-Without a launcher-provided store (``RUNTIME_CHECKS_STORE``), global rank 0 serves one on
-``MASTER_ADDR:(MASTER_PORT + 1)`` (or ``RUNTIME_CHECKS_PORT``) and runs the watcher in a
-thread; on a finding every rank exits with the finding's exit code.
+Without a launcher-provided store (``RUNTIME_CHECKS_STORE``), global rank 0 starts the watcher
+process (:mod:`runtime_checks.watcher_process`), which serves the store on
+``MASTER_ADDR:(MASTER_PORT + 1)`` (or ``RUNTIME_CHECKS_PORT``) and judges from outside every
+rank; on a finding every rank exits with the finding's exit code.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import sys
 import threading
 import time
 import traceback
-from datetime import timedelta
 
 from . import protocol as P
 
@@ -37,37 +37,48 @@ def _parse(argv: list[str]) -> tuple[str, str, list[str]]:
     return "script", argv[0], argv[1:]
 
 
-def _store(rank: int, world_size: int):
-    from torch.distributed import TCPStore
+def _store(rank: int, world_size: int, target: str):
+    """The store to push to, and (global rank 0 in in-rank mode) the watcher process serving it."""
+    from .guard import connect
 
     address = os.environ.get(P.ENV_STORE)
-    if address:
-        from .guard import connect
-
-        return connect(address), None
+    if address:  # python -m runtime_checks hosts the store and watches
+        return connect(address, timeout=60), None
     host = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get(P.ENV_PORT, int(os.environ.get("MASTER_PORT", "29500")) + 1))
-    store = TCPStore(host, port, is_master=rank == 0, wait_for_workers=False, timeout=timedelta(seconds=60))
-    os.environ[P.ENV_STORE] = f"{host}:{port}"
-    if rank != 0:
-        return store, None
-    from .watch import InRankWatcher
+    address = os.environ[P.ENV_STORE] = f"{host}:{port}"
+    watcher = None
+    if rank == 0:
+        from . import watcher_process
 
-    timeout = float(os.environ[P.ENV_TIMEOUT]) if os.environ.get(P.ENV_TIMEOUT) else None
-    watcher = InRankWatcher(store.clone(), world_size, timeout, os.environ.get(P.ENV_REPORT))
-    from .ring import ring_dir
+        watcher = watcher_process.spawn(address, world_size, target)
+        import torch.distributed  # noqa: F401  (meanwhile: the import both processes need)
 
-    watcher.watcher.ring_dir = ring_dir(os.environ[P.ENV_STORE])  # the ranks of this host
-    watcher.start()
-    return store, watcher
+        watcher_process.await_ready(watcher)
+    return connect(address, timeout=60), watcher
+
+
+def _final_code(store, wait: float = 30.0) -> int | None:
+    """Rank 0's script ended: the run's exit code once the watcher process has seen every rank
+    end (a finding ends this rank through the watchdog thread instead). ``None`` if the others
+    still run after ``wait`` seconds, or the watcher is gone."""
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        try:
+            if store.check([P.FINAL]):
+                return int(store.get(P.FINAL))
+        except Exception:
+            return None
+        time.sleep(0.05)
+    return None
 
 
 def _await_verdict(wait: float = 10.0) -> None:
     """A rank that raised, in in-rank mode: torchrun and ``accelerate launch`` stop every rank
-    (rank 0's watcher too) as soon as one exits, so the verdict would never be written. Stay
-    until rank 0's watcher has concluded: the watchdog thread, which polls the store for the
-    abort key, then ends this rank with the finding's code. No verdict within ``wait`` seconds:
-    exit as before."""
+    as soon as one exits, and the launcher would print its failure summary (and return) before
+    the verdict. Stay until the watcher process has concluded: the watchdog thread, which polls
+    the store for the abort key, then ends this rank with the finding's code. No verdict within
+    ``wait`` seconds: exit as before."""
     sys.stdout.flush()
     sys.stderr.flush()
     time.sleep(wait)
@@ -116,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
 
     die_with_parent()
     under_our_launcher = bool(os.environ.get(P.ENV_STORE))
-    store, watcher = _store(rank, world_size)
+    store, watcher = _store(rank, world_size, target)
     guard = Guard(store, rank, world_size)
     guard.install()
     Watchdog(store.clone(), rank, threading.get_ident(), os.getppid(), guard).start()
@@ -132,10 +143,10 @@ def main(argv: list[str] | None = None) -> None:
             runpy.run_path(target, run_name="__main__")
 
     code = run_guarded(guard, body)
-    if code and watcher is None and not under_our_launcher:
+    if code and not under_our_launcher:
         _await_verdict()
     if watcher is not None:
-        final = watcher.finish()
+        final = _final_code(store)
         if final:
             code = final
     sys.stdout.flush()

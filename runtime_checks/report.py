@@ -154,7 +154,9 @@ def group_lines(groups: list[RankGroup]) -> list[str]:
 def stacks_line(stack_groups: list[dict[str, Any]]) -> str:
     """Where the ranks' Python stacks stand, one entry per site (in the watcher's order)."""
     listed, rest = shown(stack_groups)
-    parts = [f"{ranks_label(g['ranks'])} at {describe_site(g['site'])}" for g in listed]
+    # a rank without a stack: finished, dead, or one that could not answer (native code holding the GIL)
+    parts = [f"{ranks_label(g['ranks'])} at {describe_site(g['site'])}" if g["site"] else
+             f"{ranks_label(g['ranks'])}: no stack" for g in listed]
     if rest:
         parts.append(f"{ranks_label(sorted(r for g in rest for r in g['ranks']))} at {len(rest)} other lines")
     return "  stacks: " + "; ".join(parts)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +17,7 @@ from accel_lint import collectives as C
 
 from . import protocol as P
 from .groups import grouped_phrases, order_groups, ranks_label
-from .report import Finding, _args_text, describe_site, render_text, write_json
+from .report import Finding, _args_text, describe_site
 
 POLL_S = 0.05
 SETTLE_S = 0.25  # ranks send events in batches every 0.05 s: wait this long before describing a crash
@@ -52,6 +51,9 @@ class RankState:
     triggers: list[dict] = field(default_factory=list)
     last_check_seq: int = -1
     stack: dict | None = None
+    # alive and did not answer the last stack request: native code holding the GIL, or a process
+    # whose threads do not get to run
+    unresponsive: bool = False
 
     @property
     def current(self) -> dict | None:
@@ -80,7 +82,7 @@ class RankState:
 
 
 class Watcher:
-    """The decision logic, independent of where it runs (launcher or rank 0)."""
+    """The decision logic, independent of where it runs (the launcher, the watcher process, a notebook)."""
 
     def __init__(self, store, world_size: int, timeout: float | None) -> None:
         self.store = store
@@ -97,20 +99,24 @@ class Watcher:
         self._awaiting = False  # a mismatch is known and waits for the ranks still on their way
         # where the ranks' shared-memory rings are (same host only): read after a rank dies
         self.ring_dir: str | None = None
+        self.host = os.uname().nodename
+        self._stacks_requested = 0.0
 
     # -- input ------------------------------------------------------------------------------
-    def drain(self) -> None:
+    def drain(self) -> int:
+        """Apply every batch of events waiting in the store; how many there were."""
         try:
             pending = self.store.queue_len(P.EVENTS_QUEUE)
         except Exception:
-            return
-        for _ in range(pending):
+            return 0
+        for done in range(pending):
             try:
                 events = P.decode(self.store.queue_pop(P.EVENTS_QUEUE, False))
             except Exception:
-                return
+                return done
             for event in events:
                 self._apply(event)
+        return pending
 
     def _apply(self, e: dict[str, Any]) -> None:
         r = self.ranks.setdefault(e["rank"], RankState(e["rank"]))
@@ -120,6 +126,8 @@ class Watcher:
         if kind == P.START:
             r.pid, r.host, r.world_size, r.started = e["pid"], e["host"], e["world_size"], e["t"]
         elif kind == P.ENTER:
+            if e["seq"] in r.collectives:  # already read from the rank's ring (a rank whose sends were late)
+                return
             record = {"seq": e["seq"], "op": e["op"], "op_kind": e["op_kind"], "site": e["site"], "args": e["args"],
                       "entered": e["t"], "on_device": bool(e.get("on_device"))}
             if "length" in e:
@@ -161,6 +169,8 @@ class Watcher:
 
     def note_deaths(self) -> None:
         for r in self.ranks.values():
+            if r.host and r.host != self.host:
+                continue  # another host's pid means nothing here
             if r.pid and not (r.finished or r.exception or r.died) and not process_alive(r.pid):
                 r.died, r.died_at = True, time.time()
                 self.recover_from_ring(r)
@@ -447,6 +457,12 @@ class Watcher:
     def _hang(self) -> Finding | None:
         limit = self.timeout()
         now = time.time()
+        if any(r.current is not None and now - r.current["entered"] >= limit for r in self.ranks.values()):
+            # before blaming: a rank whose watchdog thread cannot run (one holding the GIL) never
+            # sent the LEAVE of its last collective, which its ring (same host) holds
+            for r in self.ranks.values():
+                if not (r.finished or r.exception or r.died):
+                    self.recover_from_ring(r)
         for r in self.ranks.values():
             if r.current is None or now - r.current["entered"] < limit:
                 continue
@@ -485,6 +501,10 @@ class Watcher:
             return f"is {at}{where[0]}", f"are {at}{where[1]}"
         site = (r.stack or {}).get("site")
         at = f" at {describe_site(site)}" if site else ""
+        if not site and r.unresponsive:
+            last = r.last_completed()
+            since = f" since `{last['op']}` at {describe_site(last['site'])}" if last else ""
+            at = f"{since} (its Python stack did not answer: native code holding the GIL, or a starved process)"
         return f"is computing{at}", f"are computing{at}"
 
     def _row(self, r: RankState, seq: int | None = None) -> dict[str, Any]:
@@ -514,12 +534,13 @@ class Watcher:
             "stack": (r.stack or {}).get("stack"),
         }
 
-    def request_stacks(self, wait: float = 1.5) -> None:
+    def request_stacks(self, wait: float = 1.0) -> None:
         """Ask every live rank for its Python stack (answered by the rank's watchdog thread)."""
         try:
             self.store.set(P.DUMP_REQUEST, str(time.time()))
         except Exception:
             return
+        self._stacks_requested = time.time()
         deadline = time.time() + wait
         missing = {r for r, s in self.ranks.items() if not (s.finished or s.died)}
         while missing and time.time() < deadline:
@@ -532,11 +553,15 @@ class Watcher:
                 except Exception:
                     missing.discard(rank)
             time.sleep(0.05)
+        for rank in missing:
+            r = self.ranks[rank]
+            r.unresponsive = bool(r.pid) and not (r.exception or r.died)
 
     def fill_rows_with_stacks(self) -> None:
         if self.finding is None:
             return
-        self.request_stacks()
+        if time.time() - self._stacks_requested > 1.0:  # a hang asked just now: a rank that did not answer will not
+            self.request_stacks()
         self.finding.rows = [self._refresh(row) for row in self.finding.rows]
         self.finding.extra["stack_groups"] = self.stack_groups()
 
@@ -642,66 +667,3 @@ def stop_processes(pids: list[int], grace: float = 2.0) -> None:
         deadline = time.time() + wait
         while wait and time.time() < deadline and any(process_alive(p) for p in pids):
             time.sleep(0.05)
-
-
-class InRankWatcher(threading.Thread):
-    """The watcher as a thread of global rank 0 (launchers the user already has)."""
-
-    def __init__(self, store, world_size: int, timeout: float | None, report_path: str | None) -> None:
-        super().__init__(name="runtime_checks-watcher", daemon=True)
-        self.watcher = Watcher(store, world_size, timeout)
-        self.report_path = report_path
-        self._stop = threading.Event()
-        self.exit_code = 0
-
-    def run(self) -> None:
-        while not self._stop.is_set():
-            self.watcher.drain()
-            finding = self.watcher.check()
-            if finding is not None:
-                self._conclude(finding)
-                return
-            time.sleep(POLL_S)
-
-    def _conclude(self, finding: Finding) -> None:
-        self.watcher.fill_rows_with_stacks()
-        path = self.report_path or P.DEFAULT_REPORT
-        render_text(finding, path)
-        write_json(finding, path, self.watcher, os.environ.get(P.ENV_TRACE) or None)
-        self.exit_code = P.EXIT_CODES[finding.kind]
-        if self.watcher.ring_dir is not None:
-            import shutil
-
-            shutil.rmtree(self.watcher.ring_dir, ignore_errors=True)
-        try:
-            self.watcher.store.set(P.ABORT, str(self.exit_code))
-        except Exception:
-            pass
-        time.sleep(0.3)
-        os._exit(self.exit_code)
-
-    def finish(self, wait: float = 30.0) -> int:
-        """Rank 0's script ended: wait for the others to end, then the final checks."""
-        deadline = time.time() + wait
-        w = self.watcher
-        while time.time() < deadline:
-            if w.finding is not None:
-                break
-            if all(r.finished or r.exception or r.died for r in w.ranks.values()):
-                break
-            time.sleep(POLL_S)
-        self._stop.set()
-        w.drain()
-        if w.ring_dir is not None and all(r.finished for r in w.ranks.values()):
-            import shutil
-
-            shutil.rmtree(w.ring_dir, ignore_errors=True)
-        w.settle = 0.0  # the other ranks have ended (or the wait is over): decide on what arrived
-        finding = w.check_at_end() if all(r.finished for r in w.ranks.values()) else w.check()
-        if finding is not None:
-            self._conclude(finding)
-        if os.environ.get(P.ENV_TRACE):  # asked for a timeline of a clean run
-            from .trace import write_trace
-
-            write_trace(os.environ[P.ENV_TRACE], w, None)
-        return 0

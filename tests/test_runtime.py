@@ -205,11 +205,15 @@ def _torchrun(node_rank: int, port: int, script: str, report: str) -> subprocess
 def test_in_rank_guard_under_a_two_node_torchrun(tmp_path, script, kind):
     port = _free_port()
     report = str(tmp_path / "report.json")
+    started = time.time()
     nodes = [_torchrun(0, port, script, report), _torchrun(1, port, script, report)]
     outputs = [n.communicate(timeout=120) for n in nodes]
     codes = [n.returncode for n in nodes]
     if kind is None:
         assert codes == [0, 0], outputs
+        # rank 0 learns the run's code from the watcher process as soon as every rank has ended
+        # (without it, rank 0 would wait 30 s for the others)
+        assert time.time() - started < 30
         assert not os.path.exists(report) or json.load(open(report))["findings"] == []
     else:
         assert all(c != 0 for c in codes)
@@ -237,6 +241,63 @@ def test_in_rank_guard_reports_an_exception_before_torchrun_stops_rank_0(tmp_pat
     assert finding["kind"] == "rank_exception" and finding["culprit"] == 1
     assert "ValueError: corrupt sample in shard 1" in finding["title"]
     assert _wait_gone("rank_exception.py", 10) == []
+
+
+def _watch_job(cmd: list[str], env: dict[str, str], tmp_path, limit: float = 90) -> tuple[int, str, set[int]]:
+    """Run a job to its end; its exit code, stderr, and the pids of every watcher process seen."""
+    with open(tmp_path / "stdout", "w") as out, open(tmp_path / "stderr", "w") as err:
+        job = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        watchers: set[int] = set()
+        deadline = time.time() + limit
+        try:
+            while job.poll() is None and time.time() < deadline:
+                watchers.update(p for p in processes_running("runtime_checks.watcher_process"))
+                time.sleep(0.1)
+        finally:
+            if job.poll() is None:
+                job.kill()
+    return job.wait(), (tmp_path / "stderr").read_text(), watchers
+
+
+@pytest.mark.parametrize("mode,culprit,rows", [
+    # rank 0 waits alone in a gloo barrier while rank 1 computes
+    ("barrier", 1, {0: ("in collective", "accelerator.wait_for_everyone", 17), 1: ("computing", None, 21)}),
+    # rank 0 sits in native code that keeps the GIL: no thread of rank 0 runs (the old watcher thread
+    # gave no verdict at all); the LEAVE of its last barrier comes from its ring
+    ("gil", 0, {0: ("computing", None, None), 1: ("in collective", "accelerator.wait_for_everyone", 19)}),
+])
+def test_in_rank_watcher_is_a_process_that_a_stuck_rank_0_cannot_silence(tmp_path, mode, culprit, rows):
+    report, timeout = tmp_path / "report.json", 3.0
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "RUNTIME_CHECKS_REPORT": str(report),
+           "RUNTIME_CHECKS_TIMEOUT": str(timeout), "RUNTIME_CHECKS_PORT": str(_free_port())}
+    code, stderr, watchers = _watch_job(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "runtime_checks.rank", str(RUNTIME / "rank0_stuck.py"), mode], env, tmp_path)
+    assert code != 0
+    finding = json.loads(report.read_text())["findings"][0]
+    assert (finding["kind"], finding["culprit"]) == ("hang", culprit), stderr
+    for rank, (state, op, line) in rows.items():
+        row = next(r for r in finding["rows"] if r["rank"] == rank)
+        assert (row["state"], row["op"], row["site"] and row["site"]["line"]) == (state, op, line)
+    assert "[runtime_checks] HANG at collective #1" in stderr  # on rank 0's stderr, the launcher's terminal
+    anomaly = finding["at"] - finding["detected_after"]  # when the waiting rank entered the collective
+    assert report.stat().st_mtime - anomaly <= timeout + 2.0
+    if mode == "gil":
+        assert "rank 0 is computing since `accelerator.wait_for_everyone` at" in finding["why"]
+        assert "rank0_stuck.py:12 (its Python stack did not answer" in finding["why"]
+        assert re.search(r"stacks: rank 0: no stack; rank 1 at \S*rank0_stuck\.py:19", stderr)
+    # the verdict came from a process of its own, and nothing outlived the job
+    assert len(watchers) == 1 and not watchers & {r["pid"] for r in finding["rows"]}
+    assert _wait_gone("rank0_stuck.py", 10) == []
+
+
+def test_the_watcher_process_leaves_when_rank_0_died_before_any_rank_started():
+    rank0 = subprocess.Popen([sys.executable, "-c", "pass"])
+    rank0.wait()
+    proc = subprocess.run([sys.executable, "-m", "runtime_checks.watcher_process", "--store",
+                           f"127.0.0.1:{_free_port()}", "--world-size", "2", "--rank0-pid", str(rank0.pid)],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (3, "ready\n")
 
 
 def test_plain_torchrun_on_cpu_is_reported_as_not_distributed(tmp_path):
@@ -344,3 +405,33 @@ def test_the_ring_keeps_the_last_events_and_stale_rings_are_swept(tmp_path, monk
         f.write((2**31 - 2).to_bytes(4, "little"))
     ring.sweep_stale(min_age_s=0)
     assert not os.path.exists(os.path.dirname(dead)) and os.path.exists(path)
+
+
+# -- the watcher's bookkeeping ---------------------------------------------------------------------
+
+def _enter(rank: int, seq: int, t: float) -> dict:
+    return {"kind": "enter", "rank": rank, "seq": seq, "op": "accelerator.wait_for_everyone", "op_kind": "BARRIER",
+            "site": {"file": "train.py", "line": 7, "function": "<module>"}, "args": [], "t": t}
+
+
+def test_an_enter_read_from_the_ring_first_is_not_reopened_by_the_same_enter_from_the_store():
+    from runtime_checks.watch import Watcher
+
+    watcher = Watcher(None, world_size=1, timeout=None)
+    now = time.time()
+    watcher._apply(_enter(0, 0, now))  # from the rank's ring, with its LEAVE
+    watcher._apply({"kind": "leave", "rank": 0, "seq": 0, "t": now + 1})
+    watcher._apply(_enter(0, 0, now))  # the batch the rank's watchdog thread sent late
+    assert watcher.ranks[0].current is None and watcher.ranks[0].collectives[0]["left"] == now + 1
+
+
+def test_only_ranks_of_the_watchers_host_can_be_seen_dead():
+    from runtime_checks.watch import Watcher
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    watcher = Watcher(None, world_size=2, timeout=None)
+    for rank, host in ((0, os.uname().nodename), (1, "another-node")):  # the same dead pid on both
+        watcher._apply({"kind": "start", "rank": rank, "pid": gone.pid, "host": host, "world_size": 2, "t": 0})
+    watcher.note_deaths()
+    assert (watcher.ranks[0].died, watcher.ranks[1].died) == (True, False)
