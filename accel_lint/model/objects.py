@@ -314,18 +314,21 @@ _KEEPS_FROZEN_CALLS = frozenset({"print", "len", "isinstance", "hasattr", "getat
                                  "copy.deepcopy", "deepcopy"})
 
 
-def freezing_parameters(fn: cst.FunctionDef) -> dict[str, str]:
+def freezing_parameters(fn: cst.FunctionDef, index: FileIndex) -> dict[str, str]:
     """The parameters a helper freezes: ``"object"`` for ``p.requires_grad_(False)``,
     ``"elements"`` for ``for m in p: m.requires_grad_(False)`` (``freeze([vae, text_encoder])``),
     also under an ``if m is not None``, and not where the body also unfreezes."""
+    if "requires_grad_" not in index.identifiers:
+        return {}
     params = {p.name.value for p in fn.params.params}
     found: dict[str, str] = {}
     loops: dict[str, str] = {}  # loop variable -> the parameter it iterates
-    for node in _walk_body(fn):
+    nodes = list(index.walk(fn))
+    for node in nodes:
         if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and isinstance(node.iter, cst.Name) \
                 and node.iter.value in params:
             loops[node.target.value] = node.iter.value
-    for node in _walk_body(fn):
+    for node in nodes:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_" \
                 and isinstance(node.func.value, cst.Name) and node.args:
             flag = node.args[0].value
@@ -337,16 +340,6 @@ def freezing_parameters(fn: cst.FunctionDef) -> dict[str, str]:
             elif name in loops:
                 found[loops[name]] = "elements"
     return found
-
-
-def _walk_body(fn: cst.FunctionDef):
-    stack = [fn.body]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in node.children:
-            if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                stack.append(child)
 
 
 def _freezes_every_parameter(loop: cst.CSTNode) -> str | None:
@@ -1039,7 +1032,7 @@ class ObjectTracker:
     def _freezing(self, fn: cst.FunctionDef) -> dict[str, str]:
         found = self._freezing_cache.get(fn)
         if found is None:
-            found = self._freezing_cache[fn] = freezing_parameters(fn)
+            found = self._freezing_cache[fn] = freezing_parameters(fn, self.index)
         return found
 
     def _thaw(self, key: str | None, env: Env) -> None:
