@@ -49,6 +49,9 @@ class Library:
     manual_wrappers: dict[str, tuple[str, bool]] = field(default_factory=dict)
     # top-level package -> (class-name suffixes, classmethods that build one)
     bare_model_consumers: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    accelerator_protocol: frozenset[str] = frozenset()  # members only accelerators have
+    keeps_frozen_methods: frozenset[str] = frozenset()
+    keeps_frozen_calls: frozenset[str] = frozenset()
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -69,6 +72,9 @@ class Library:
             collectives={**self.collectives, **dict(rows.get("extend-collectives", ()))},
             manual_wrappers=self.manual_wrappers,
             bare_model_consumers=self.bare_model_consumers,
+            accelerator_protocol=self.accelerator_protocol,
+            keeps_frozen_methods=self.keeps_frozen_methods,
+            keeps_frozen_calls=self.keeps_frozen_calls,
         )
 
 
@@ -94,6 +100,9 @@ def default_library() -> Library:
                          for name, row in data.get("manual-wrappers", {}).items()},
         bare_model_consumers={package: (tuple(row.get("class-suffixes", ())), tuple(row.get("methods", ())))
                               for package, row in data.get("bare-model-consumers", {}).items()},
+        accelerator_protocol=frozenset(data.get("accelerator-protocol", {}).get("members", ())),
+        keeps_frozen_methods=frozenset(data.get("keeps-frozen", {}).get("methods", ())),
+        keeps_frozen_calls=frozenset(data.get("keeps-frozen", {}).get("calls", ())),
     )
 
 

@@ -39,7 +39,7 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
 from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
-from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, ACCELERATOR_PROTOCOL, DEFAULT_ACCELERATOR_NAMES, MAYBE,
+from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, YES, ObjectTracker, Value)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
@@ -135,7 +135,7 @@ class FileModel:
     @cached_property
     def objects(self) -> ObjectTracker:
         return ObjectTracker(self.index, self.accelerator_names, self.incoming, self.external,
-                             self._previous.get("objects"))
+                             self._previous.get("objects"), self.library)
 
     @cached_property
     def bound_names(self) -> BoundNames:
@@ -176,7 +176,7 @@ class FileModel:
         if any(not key.startswith("@") for passed in self.incoming.values() for key in passed) or \
                 any(kind == ACCELERATOR_FACTORY for ops in self.external.values() for kind, _ in ops):
             return True
-        if not self.index.identifiers & (ACC_CONSTRUCTORS | ACCELERATOR_PROTOCOL | set(self.accelerator_names)):
+        if not self.index.identifiers & (ACC_CONSTRUCTORS | self.library.accelerator_protocol | set(self.accelerator_names)):
             return False
         return bool(self.objects.acc_constructors) or any(v.is_acc for v in self.objects.values.values())
 

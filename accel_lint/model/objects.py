@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from ..collectives import ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND
+from ..library import Library, default_library
 from .index import FileIndex, ScopeNode
 from .names import dotted_name, last_attr
 
@@ -35,21 +36,8 @@ ACCELERATOR = "accelerator"
 # names a project declares to hold accelerators (`accelerator-names` in its settings); none by
 # default: an accelerator is known from where it was made, or from how it is used (below)
 DEFAULT_ACCELERATOR_NAMES: tuple[str, ...] = ()
-# Members only Accelerate's accelerator objects (`Accelerator`, `PartialState`,
-# `AcceleratorState`) have. An object whose maker the analysis cannot see (a parameter no caller
-# in the file passes, a name another module binds) but that the code uses through one of them is
-# one: the protocol is its type. Left out on purpose: members other libraries' objects share
-# (`prepare`, `backward`, `gather`, `print`, `log`, `device`, `process_index`, `num_processes`,
-# `save_state` of transformers' Trainer, `main_process_first` of its TrainingArguments, and
-# `unwrap_model`, which model wrappers of training frameworks define). A member a class of the
-# file defines itself is no evidence in that file either.
-ACCELERATOR_PROTOCOL = frozenset({
-    "is_main_process", "is_local_main_process", "is_last_process", "wait_for_everyone", "gather_for_metrics",
-    "sync_gradients", "end_training", "init_trackers", "get_tracker", "split_between_processes",
-    "local_main_process_first", "on_main_process", "on_local_main_process", "on_last_process",
-    "register_save_state_pre_hook", "register_load_state_pre_hook", "get_state_dict", "set_trigger",
-    "check_trigger", "skip_first_batches", "prepare_model", "prepare_data_loader",
-    "prepare_optimizer", "prepare_scheduler", "use_distributed"})
+# An object whose maker the analysis cannot see but that the code uses through a member only
+# Accelerate's accelerators have is one: the library table's `accelerator-protocol`.
 
 # the kinds of object `prepare` wraps; it returns anything else unchanged
 WRAPPED_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
@@ -217,12 +205,12 @@ def _annotates_accelerator(annotation: cst.Annotation | None) -> bool:
     return any(name and name.rsplit(".", 1)[-1] in ACC_CONSTRUCTORS for name in names(annotation.annotation))
 
 
-def accelerator_protocol_uses(index: FileIndex) -> frozenset[tuple[str, str]]:
+def accelerator_protocol_uses(index: FileIndex, protocol: frozenset[str]) -> frozenset[tuple[str, str]]:
     """(where, dotted name) of every expression the file uses through a member of the
     accelerator protocol: ``where`` is the class for ``self.x``/``cls.x`` and the scope's
     qualified name (``""`` for the module) for anything else. ``self`` itself is never one (a
     trainer class's own ``is_main_process`` property)."""
-    members = ACCELERATOR_PROTOCOL - {name for cls in index.classes.values() for name in cls.methods}
+    members = protocol - {name for cls in index.classes.values() for name in cls.methods}
     if not index.identifiers & members:
         return frozenset()
     uses, stored = set(), set()
@@ -299,19 +287,8 @@ class WalkState:
 _OBJECT_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
 
 
-# Calls that leave a frozen module frozen: moving, casting, switching modes, reading it, and the
-# module options that add no parameter. Any other call on it, or any call it is passed to, may
-# add trainable parameters (`unet.add_adapter(config)`, `inject_lora(text_encoder)`): after one,
-# whether `prepare` will wrap it is no longer known.
-_KEEPS_FROZEN_METHODS = frozenset({
-    "to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "type", "requires_grad_",
-    "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules", "children",
-    "named_children", "state_dict", "load_state_dict", "enable_gradient_checkpointing",
-    "gradient_checkpointing_enable", "enable_xformers_memory_efficient_attention",
-    "set_use_memory_efficient_attention_xformers", "enable_slicing", "enable_tiling", "enable_vae_slicing",
-    "register_to_config", "save_pretrained", "get_input_embeddings", "forward", "encode", "decode"})
-_KEEPS_FROZEN_CALLS = frozenset({"print", "len", "isinstance", "hasattr", "getattr", "id", "type", "repr", "str",
-                                 "copy.deepcopy", "deepcopy"})
+# What leaves a frozen module frozen (methods on it, calls it is passed to) is the library
+# table's `keeps-frozen`; after anything else, whether `prepare` wraps it is no longer known.
 
 
 def freezing_parameters(fn: cst.FunctionDef, index: FileIndex) -> dict[str, str]:
@@ -377,7 +354,8 @@ class ObjectTracker:
 
     def __init__(self, index: FileIndex, accelerator_names: tuple[str, ...] = DEFAULT_ACCELERATOR_NAMES,
                  incoming: dict[str, dict[str, str]] | None = None,
-                 external: dict[str, list[tuple[str, str]]] | None = None, previous: WalkState | None = None) -> None:
+                 external: dict[str, list[tuple[str, str]]] | None = None, previous: WalkState | None = None,
+                 library: Library | None = None) -> None:
         self.index = index
         # functions of other modules of the tree that return an accelerator, by the name called
         self.factories = {name for name, ops in (external or {}).items()
@@ -405,7 +383,8 @@ class ObjectTracker:
         self.converged = True  # False: some scope still read a changed fact after its last walk
         self._scope: ScopeNode = index.module
         self._current: _ScopeWalk | None = None
-        self.protocol_uses = accelerator_protocol_uses(index)
+        self.library = library if library is not None else default_library()
+        self.protocol_uses = accelerator_protocol_uses(index, self.library.accelerator_protocol)
         self.key = (_definitions(index), accelerator_names, self.protocol_uses, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()),
                     sorted(self.returned_kinds.items()))
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
@@ -1048,7 +1027,7 @@ class ObjectTracker:
             owner = self.value_of(func.value, env)
             if owner is not None and owner.is_acc:
                 return  # prepare(), register_for_checkpointing(), unwrap_model(): none adds parameters
-        if (self.index.imports.qualify_expr(func) or dotted_name(func) or "") in _KEEPS_FROZEN_CALLS:
+        if (self.index.imports.qualify_expr(func) or dotted_name(func) or "") in self.library.keeps_frozen_calls:
             return
         target = self.index.resolve_call(call)
         freezes = self._freezing(target) if target is not None else {}
@@ -1111,7 +1090,7 @@ class ObjectTracker:
                 key = dotted_name(func.value)
                 if key and key in env:
                     env[key] = replace(env[key], frozen=True)
-            elif method not in _KEEPS_FROZEN_METHODS:
+            elif method not in self.library.keeps_frozen_methods:
                 self._thaw(dotted_name(func.value), env)
         self._thaw_arguments(call, env)
         target = self.index.resolve_call(call)
