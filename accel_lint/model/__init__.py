@@ -1147,17 +1147,17 @@ class FileModel:
     def _origins_of(self, expr: cst.BaseExpression) -> tuple[frozenset, str | None]:
         """Every call that may have made the object ``expr`` holds, and its kind. The model
         that ``unwrap_model`` returns is the one it was given, so its makers are that one's."""
-        if isinstance(expr, cst.Call) and self._unwraps(expr):
+        if self.is_unwrap_call(expr):
             return self._origins_of(expr.args[0].value)
         value = self.value_at(expr)
-        if value is not None and value.unwrapped and isinstance(value.origin, cst.Call) and self._unwraps(value.origin):
+        if value is not None and value.unwrapped and self.is_unwrap_call(value.origin):
             return self._origins_of(value.origin.args[0].value)
         return (value.origins(), value.kind) if value is not None else (frozenset(), None)
 
-    def _unwraps(self, call: cst.Call) -> bool:
+    def is_unwrap_call(self, call: cst.CSTNode) -> bool:
         """``call`` is an accelerator's ``unwrap_model(model)``."""
-        return isinstance(call.func, cst.Attribute) and call.func.attr.value == "unwrap_model" and bool(call.args) \
-            and self.is_accelerator(call.func.value)
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+            and call.func.attr.value == "unwrap_model" and bool(call.args) and self.is_accelerator(call.func.value)
 
     def made_by_rank_unique_source(self, expr: cst.BaseExpression) -> bool:
         """``expr`` calls something whose result differs on every rank (``uuid4()``,

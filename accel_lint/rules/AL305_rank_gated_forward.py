@@ -153,8 +153,7 @@ def _forward_target(model: FileModel, call: cst.Call):
 def _prepared_model(model: FileModel, expr: cst.BaseExpression):
     """(the prepared model, whether unwrapped) that ``expr`` is: the wrapper ``prepare``
     returned, or ``accelerator.unwrap_model(<it>)``; else (None, False)."""
-    unwrapped = isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
-        and expr.func.attr.value == "unwrap_model" and model.is_accelerator(expr.func.value) and bool(expr.args)
+    unwrapped = model.is_unwrap_call(expr)
     target = expr.args[0].value if unwrapped else expr
     value = model.value_at(target)
     if value is None or value.kind != "model" or value.prepared != YES or (value.not_wrapped and not unwrapped):

@@ -166,9 +166,7 @@ class TrainOnUnwrapped(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for call in model.index.calls:
-            func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "unwrap_model" and call.args
-                    and model.is_accelerator(func.value)):
+            if not model.is_unwrap_call(call):
                 continue
             assign = model.index.parents.get(call)
             if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
