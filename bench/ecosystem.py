@@ -171,6 +171,14 @@ GIT_CORPORA = {
     "animate-anything": ("alibaba/animate-anything", "dca241202348fa2ac68e22e81fca042fe05e3550", None),
     "svd-xtend": ("pixeli99/SVD_Xtend", "609fbf92a3e39a78ed1e2a9e0764a1e912103c48", None),
     "consisti2v": ("TIGER-AI-Lab/ConsistI2V", "152102bbb50bace6eec84fd451b895b6ccc2629f", None),
+    # batch 14 (2026-11-27, fifth session): first contact recorded at 4ac3092, the session's start
+    "pytorch-accelerated": ("Chris-hughes10/pytorch-accelerated", "54b2dbfd0e4693842e368f7510d92fdab7346727", None),
+    "ts-dia": ("ed-00/TS-DIA", "d555a1c486748544ad7e0a1040f6a483b0a0c22f", None),
+    "genziqa": ("sh-r/GenzIVQA", "9c0c882391b4d2d650223728b2e2f0be67dfaada", None),
+    "audioediting": ("HeCheng0625/AudioEditing", "dab372005a6173f90b6629ae2dfb7c2d9c72009d", None),
+    "remove-background-diffusion": ("julien-blanchon/remove-background-diffusion", "ce4ac7f2bea1b654675310d6be2143fc76f34845", None),
+    "acceleratormodule": ("ghanvert/AcceleratorModule", "058276c0555e96f4d33048bcca6662131f23ef7d", None),
+    "speech-processing": ("tatami-galaxy/speech-processing", "6dfcf92f692599dab6cdb151caee7cfc98d1170e", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
