@@ -600,3 +600,45 @@ def test_a_frozen_module_given_parameters_afterwards_is_wrapped():
     model = build(FREEZE_SOURCE)
     assert not value_at(model, "unet", 20).not_wrapped
     assert not value_at(model, "encoder_2", 20).not_wrapped
+
+
+def test_a_frozen_module_some_of_whose_parameters_are_made_trainable_is_wrapped():
+    # freezing everything, then setting `requires_grad = True` on some parameters in a loop
+    # over the module's parameters, leaves trainable parameters: `prepare` wraps the module
+    model = build("""
+from accelerate import Accelerator
+from diffusers import UNet2DConditionModel
+accelerator = Accelerator()
+unet = UNet2DConditionModel.from_pretrained("x")
+vae = UNet2DConditionModel.from_pretrained("x")
+unet.requires_grad_(False)
+vae.requires_grad_(False)
+for name, param in unet.named_parameters():
+    if "temporal" in name:
+        param.requires_grad = True
+for param in vae.parameters():
+    param.requires_grad = False
+unet, vae = accelerator.prepare(unet, vae)
+unet, vae
+""")
+    assert not value_at(model, "unet", 15).not_wrapped
+    assert value_at(model, "vae", 15).not_wrapped
+
+
+def test_a_method_that_freezes_its_argument_freezes_what_a_call_on_self_passes():
+    # `self.freeze(encoder)` fills `self` itself: the first argument is the method's second
+    # parameter, which the method freezes
+    model = build("""
+from accelerate import Accelerator
+from transformers import CLIPTextModel
+class Trainer:
+    def freeze(self, module):
+        module.requires_grad_(False)
+    def setup(self):
+        accelerator = Accelerator()
+        encoder = CLIPTextModel.from_pretrained("x")
+        self.freeze(encoder)
+        encoder = accelerator.prepare(encoder)
+        encoder
+""")
+    assert value_at(model, "encoder", 12).not_wrapped

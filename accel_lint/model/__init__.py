@@ -986,12 +986,17 @@ class FileModel:
                     return prepare
         return None
 
+    def is_pre_prepare_length(self, length: cst.Call) -> bool:
+        """``length`` is ``len(loader)`` of a loader that ``prepare`` shards only later."""
+        return self.loader_lengths.is_pre_prepare_len(length)
+
     def length_evidence(self, length: cst.Call) -> list[tuple[cst.CSTNode, str]]:
-        """A pre-``prepare`` ``len(loader)`` a number carries: where it was taken, what made the
-        loader, and the ``prepare`` that shards it afterwards."""
+        """The ``len(loader)`` a number carries: where it was taken (before or after ``prepare``),
+        what made the loader, and the ``prepare`` that shards it."""
         loader = length.args[0].value
-        out: list[tuple[cst.CSTNode, str]] = [
-            (length, f"`len({shorten(self.code(loader))})` is taken here, before the loader is prepared")]
+        when = "before the loader is prepared" if self.is_pre_prepare_length(length) else \
+            "after `prepare()`: it counts this rank's batches only"
+        out: list[tuple[cst.CSTNode, str]] = [(length, f"`len({shorten(self.code(loader))})` is taken here, {when}")]
         value = self.objects.values.get(loader)
         for origin in sorted(value.origins() if value is not None else (), key=self.line_of)[:2]:
             if isinstance(origin, cst.Call):

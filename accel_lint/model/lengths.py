@@ -28,7 +28,7 @@ import libcst as cst
 
 from .index import FileIndex, ScopeNode
 from .names import bound_names, dotted_name
-from .objects import NO, ObjectTracker
+from .objects import NO, YES, ObjectTracker
 
 _EMPTY: frozenset = frozenset()
 _MAX_PATHS = 8
@@ -62,8 +62,9 @@ def _join_into(env: dict[str, frozenset], other: dict[str, frozenset]) -> None:
 
 
 def _strip(values: frozenset) -> frozenset:
-    """Plain numbers carry nothing; a set of only plain numbers is empty."""
-    if all(scale == 0 for scale, _ in values):
+    """Plain numbers carry nothing; a set of only plain numbers is empty. A per-rank count
+    that still names its ``len()`` is kept: divided by ``num_processes`` again, it is wrong."""
+    if all(scale == 0 and length is None for scale, length in values):
         return _EMPTY
     return values
 _NUMERIC = frozenset({"int", "float", "round", "min", "max", "abs", "sum"})
@@ -205,11 +206,11 @@ class LoaderLengths:
     def scales_of(self, expr: cst.CSTNode) -> frozenset:
         """(scale, ``len()`` call) pairs the number ``expr`` may be: scale 1 is a count taken
         from a loader before ``prepare`` sharded it (``num_processes`` times a per-rank count),
-        scale 0 a per-rank count."""
+        scale 0 a per-rank count, -1 a per-rank count divided by ``num_processes`` again."""
         return self._eval(expr, lambda load: self.at.get(load, _EMPTY))
 
     # -- evaluation ------------------------------------------------------------------------
-    def _pre_prepare_len(self, call: cst.Call) -> bool:
+    def is_pre_prepare_len(self, call: cst.Call) -> bool:
         """``len(x)`` where ``x`` holds a loader not yet prepared whose object ``prepare``
         receives somewhere in the file."""
         if not (type(call.func) is cst.Name and call.func.value == "len" and len(call.args) == 1):
@@ -225,6 +226,14 @@ class LoaderLengths:
         scope = self.index.scope_of(call)
         return any(dotted_name(arg.value) == name and self.index.scope_of(prepare) is scope
                    for prepare in self.objects.prepare_calls for arg in prepare.args)
+
+    def _per_rank_len(self, call: cst.Call) -> bool:
+        """``len(x)`` where ``x`` holds the loader ``prepare`` returned: a count of this rank's
+        batches."""
+        if not (type(call.func) is cst.Name and call.func.value == "len" and len(call.args) == 1):
+            return False
+        value = self.objects.values.get(call.args[0].value)
+        return value is not None and value.kind == "loader" and value.prepared == YES and not value.not_wrapped
 
     def _eval(self, expr: cst.CSTNode, read) -> frozenset:
         """Arithmetic over names, as a set of (scale, len call): what a number computed by
@@ -260,8 +269,11 @@ class LoaderLengths:
                 out |= self._eval(target.comparator, read)
             return _strip(out)
         if kind is cst.Call:
-            if self._pre_prepare_len(expr):
+            if self.is_pre_prepare_len(expr):
                 return frozenset([(1, expr)])
+            if self._per_rank_len(expr):
+                # already per rank: right as it is, N times too small once divided by num_processes
+                return frozenset([(0, expr)])
             name = dotted_name(expr.func) or ""
             if name in _NUMERIC or name.rsplit(".", 1)[-1] in _MATH or name == "range":
                 out = _EMPTY

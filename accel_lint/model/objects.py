@@ -349,6 +349,44 @@ def _freezes_every_parameter(loop: cst.CSTNode) -> str | None:
     return dotted_name(it.func.value) if sets else None
 
 
+def _thaws_some_parameter(loop: cst.CSTNode, walk) -> str | None:
+    """``for name, p in m.named_parameters(): ... p.requires_grad = True``: the name of ``m``,
+    some of whose parameters the loop makes trainable (``requires_grad = True`` or
+    ``requires_grad_()`` / ``requires_grad_(True)`` anywhere in its body)."""
+    if not isinstance(loop, cst.For):
+        return None
+    it = loop.iter
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute)
+            and it.func.attr.value in ("parameters", "named_parameters")):
+        return None
+    for node in walk(loop.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "True" and any(
+                isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" for t in node.targets):
+            return dotted_name(it.func.value)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_" \
+                and (not node.args or (isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "True")):
+            return dotted_name(it.func.value)
+    return None
+
+
+def arguments_by_parameter(call: cst.Call, target: cst.FunctionDef, bound_first: bool) -> list[tuple[str, cst.Arg]]:
+    """``(parameter name, argument)`` for each argument of ``call`` to ``target``, up to the
+    first ``*args``/``**kwargs``. ``bound_first``: the call fills ``self``/``cls`` itself (a
+    method called on an object, or a class constructed), so positions start at the second
+    parameter."""
+    names = [p.name.value for p in (*target.params.posonly_params, *target.params.params)]
+    if bound_first and names and names[0] in ("self", "cls"):
+        names = names[1:]
+    out = []
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            break
+        name = arg.keyword.value if arg.keyword is not None else (names[i] if i < len(names) else None)
+        if name is not None:
+            out.append((name, arg))
+    return out
+
+
 class ObjectTracker:
     """Runs the flow walk over every scope of a file and answers value queries."""
 
@@ -1031,10 +1069,10 @@ class ObjectTracker:
             return
         target = self.index.resolve_call(call)
         freezes = self._freezing(target) if target is not None else {}
-        names = [p.name.value for p in target.params.params] if target is not None else []
-        for position, arg in enumerate(call.args):
-            pname = arg.keyword.value if arg.keyword is not None else (names[position] if position < len(names) else None)
-            if pname is not None and pname in freezes:
+        freezing_args = {id(arg) for name, arg in arguments_by_parameter(call, target, isinstance(func, cst.Attribute))
+                         if name in freezes} if freezes else set()
+        for arg in call.args:
+            if id(arg) in freezing_args:
                 continue
             values = arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg.value]
             for value in values:
@@ -1046,10 +1084,8 @@ class ObjectTracker:
         freezes = self._freezing(target)
         if not freezes:
             return
-        names = [p.name.value for p in target.params.params]
-        for position, arg in enumerate(call.args):
-            pname = arg.keyword.value if arg.keyword is not None else (names[position] if position < len(names) else None)
-            how = freezes.get(pname) if pname is not None else None
+        for pname, arg in arguments_by_parameter(call, target, isinstance(call.func, cst.Attribute)):
+            how = freezes.get(pname)
             if how == "object":
                 items = [arg.value]
             elif how == "elements" and isinstance(arg.value, (cst.List, cst.Tuple)):
@@ -1104,18 +1140,9 @@ class ObjectTracker:
         if constructed is not None:
             target = constructed  # `Trainer(model, accelerator=acc)`: what its `__init__` receives
         if target is not None:
-            params = self.index.functions[target].params
-            names = [p.name.value for p in params]
-            if names and names[0] in ("self", "cls") and (isinstance(func, cst.Attribute) or constructed is not None):
-                names = names[1:]
             pending = self._current.passed.setdefault(target, {})
             self._read(("prepares", target))
-            for i, arg in enumerate(call.args):
-                if arg.star:
-                    break
-                pname = arg.keyword.value if arg.keyword is not None else (names[i] if i < len(names) else None)
-                if pname is None:
-                    continue
+            for pname, arg in arguments_by_parameter(call, target, isinstance(func, cst.Attribute) or constructed is not None):
                 v = self.value_of(arg.value, env)
                 pending.setdefault(pname, []).append(v if v is not None else Value(origin=arg.value))
                 if pname in self.summaries[target].prepares_params:
@@ -1243,6 +1270,8 @@ class ObjectTracker:
             frozen = _freezes_every_parameter(stmt)
             if frozen is not None and frozen in out and out[frozen] is not None:
                 out[frozen] = replace(out[frozen], frozen=True)
+            elif "requires_grad" in self.index.identifiers or "requires_grad_" in self.index.identifiers:
+                self._thaw(_thaws_some_parameter(stmt, self.index.walk), out)
             return out
         if isinstance(stmt, cst.With):
             for item in stmt.items:

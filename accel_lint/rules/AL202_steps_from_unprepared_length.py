@@ -22,6 +22,9 @@ class StepsFromUnpreparedLength(Rule):
     after `prepare` replaces it on every path that runs it, and a flag set together with a
     value (`overrode_max_train_steps = True`) keeps them together, so the canonical script that
     recomputes its step counts after `prepare` is not flagged.
+    The same uses are flagged when they divide the length of the *prepared* loader, already
+    this rank's share, by `num_processes` again (N times too few epochs), or multiply it by
+    `num_processes`; and a step period (`if step % save_every == 0`) built from such a count.
     Also flags (variant B2) a prepared scheduler whose horizon multiplies such a pre-`prepare`
     step count by `num_processes`: the prepared scheduler already steps `num_processes` times
     per optimizer step, so the horizon is N times too long.
@@ -128,6 +131,26 @@ class StepsFromUnpreparedLength(Rule):
         for step in range(steps_per_epoch * epochs):
             pass
         """,
+        """\
+        import math
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train_dl = DataLoader(dataset, batch_size=8)
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        epochs = math.ceil(max_steps / len(train_dl))
+        save_every = save_epochs * len(train_dl)
+        step = 0
+        for epoch in range(epochs):
+            for batch in train_dl:
+                accelerator.backward(model(batch).sum())
+                step += 1
+                if step % save_every == 0:
+                    accelerator.save_state(f"ckpt-{step}")
+        """,
     ]
     INVALID = [
         """\
@@ -164,17 +187,56 @@ class StepsFromUnpreparedLength(Rule):
         )
         model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
         """,
+        """\
+        import math
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train_dl = DataLoader(dataset, batch_size=8)
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        epochs = math.ceil(max_steps / len(train_dl) / accelerator.num_processes)
+        for epoch in range(epochs):  # expect: AL202
+            for batch in train_dl:
+                accelerator.backward(model(batch).sum())
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train_dl = DataLoader(dataset, batch_size=8)
+        save_every = save_epochs * len(train_dl)
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        step = 0
+        for epoch in range(epochs):
+            for batch in train_dl:
+                accelerator.backward(model(batch).sum())
+                step += 1
+                if step % save_every == 0:  # expect: AL202
+                    accelerator.save_state(f"ckpt-{step}")
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         if not model.objects.prepare_calls or model.splits_batches() is not None:
             return  # with split batches a prepared loader is as long as the unprepared one
-        for use, how, source in _bound_uses(model):
+        for use, how, source, scale in _bound_uses(model):
             loader = model.code(source.args[0].value)
-            yield Finding(use, f"`{model.code(use)}` {how} comes from `len({loader})` taken before "
-                               f"`prepare()`, which makes the loader about num_processes times shorter; "
-                               f"recompute it from `len({loader})` after `prepare()`",
-                          evidence=tuple(model.length_evidence(source)))
+            if model.is_pre_prepare_length(source):
+                message = (f"`{model.code(use)}` {how} comes from `len({loader})` taken before `prepare()`, which "
+                           f"makes the loader about num_processes times shorter; recompute it from `len({loader})` "
+                           f"after `prepare()`")
+            else:
+                how_many = "divides" if scale < 0 else "multiplies"
+                message = (f"`{model.code(use)}` {how} {how_many} `len({loader})`, already this rank's share of "
+                           f"the batches after `prepare()`, by `num_processes`, so it is about num_processes times "
+                           f"too {'small' if scale < 0 else 'large'}; use `len({loader})` as it is")
+            yield Finding(use, message, evidence=tuple(model.length_evidence(source)))
         if _scheduler_steps_per_process(model):
             for horizon, source in _inflated_horizons(model):
                 loader = model.code(source.args[0].value)
@@ -186,38 +248,53 @@ class StepsFromUnpreparedLength(Rule):
 
 
 def _first_len(model: FileModel, scales: frozenset, wanted) -> cst.Call | None:
-    """The earliest pre-prepare ``len()`` call among the possibilities whose scale is wanted."""
+    """The earliest ``len()`` call among the possibilities whose scale is wanted."""
     calls = [call for scale, call in scales if call is not None and wanted(scale)]
     return min(calls, key=lambda c: model.index.call_order.get(c, 0)) if calls else None
 
 
 def _bound_uses(model: FileModel):
-    """(node, how, len call) for loop bounds, progress totals and loop exits that may be a
-    multiple of a pre-prepare loader length (scale other than 0)."""
+    """(node, how, len call, scale) for loop bounds, progress totals, loop exits and step periods
+    that may be a pre-prepare loader length (scale above 0), or a prepared loader's length
+    divided (below 0) or multiplied by ``num_processes``."""
     def off(expr):
-        return _first_len(model, model.step_scales_of(expr), lambda scale: scale != 0)
+        scales = model.step_scales_of(expr)
+        for wanted in (lambda scale: scale > 0, lambda scale: scale < 0):
+            source = _first_len(model, scales, wanted)
+            if source is not None:
+                return source, next(s for s, c in scales if c is source and wanted(s))
+        return None
 
     exits: list[cst.If] = []  # an `if <comparison>: ... break` inside a loop
+    periods: list[cst.BinaryOperation] = []  # `step % every` in a test inside a loop
     for loop in model.index.loops:
         if type(loop) is cst.For and type(loop.iter) is cst.Call and last_attr(loop.iter.func) == "range" \
                 and model.code(loop.iter.func) == "range":
-            source = off(loop.iter)
-            if source is not None:
-                yield loop.iter, "(a loop bound)", source
-        exits.extend(node for node in model.index.walk(loop) if type(node) is cst.If
-                     and type(node.test) is cst.Comparison and model.enclosing_loop(node) is loop)
+            found = off(loop.iter)
+            if found is not None:
+                yield loop.iter, "(a loop bound)", *found
+        for node in model.index.walk(loop):
+            if type(node) is cst.If and model.enclosing_loop(node) is loop:
+                if type(node.test) is cst.Comparison:
+                    exits.append(node)
+                periods.extend(n for n in model.index.walk(node.test)
+                               if type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo)
     for call in model.index.calls:
         if last_attr(call.func) in ("tqdm", "trange"):
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value == "total":
-                    source = off(arg.value)
-                    if source is not None:
-                        yield call, "(a progress total)", source
+                    found = off(arg.value)
+                    if found is not None:
+                        yield call, "(a progress total)", *found
     for node in exits:
         if any(type(s) is cst.Break for s in model.index.walk(node.body)):
-            source = off(node.test)
-            if source is not None:
-                yield node.test, "(a loop exit)", source
+            found = off(node.test)
+            if found is not None:
+                yield node.test, "(a loop exit)", *found
+    for period in dict.fromkeys(periods):  # nested loops walk the same test twice
+        found = off(period.right)
+        if found is not None:
+            yield period.right, "(a step period)", *found
 
 
 def _scheduler_steps_per_process(model: FileModel) -> bool:

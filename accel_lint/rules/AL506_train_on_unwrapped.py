@@ -12,8 +12,8 @@ class TrainOnUnwrapped(Rule):
     """A training loop that runs the bare module instead of the wrapper `prepare` returned.
 
     ## What it does
-    Flags `model = accelerator.unwrap_model(model)` (the result bound to the name that holds
-    the prepared, wrapped model) on every rank, when a training loop (one that runs a backward
+    Flags `model = accelerator.unwrap_model(model)` or `model = model.module` (the bare module
+    bound to the name that holds the prepared, wrapped model) on every rank, when a training loop (one that runs a backward
     pass) calls that name's forward, or passes it to a call, afterwards: later in the function,
     or in the next pass of a loop around the rebinding.
     Also flags the forward, in a training loop, of the module that was given to `prepare`
@@ -162,20 +162,28 @@ class TrainOnUnwrapped(Rule):
             model = accelerator.unwrap_model(model)  # expect: AL506
             torch.save(model.state_dict(), "model.pt")
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            model = model.module  # expect: AL506
+        for x in torch.ones(8, 4):
+            accelerator.backward(model(x).sum())
+            optimizer.step()
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
-        for call in model.index.calls:
-            if not model.is_unwrap_call(call):
-                continue
-            assign = model.index.parents.get(call)
-            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
-                continue
+        for assign, inner in _unwrapping_rebinds(model):
             name = dotted_name(assign.targets[0].target)
-            if name is None or name != dotted_name(call.args[0].value) or model.rank_guard_of(assign) is not None \
+            if name is None or name != dotted_name(inner) or model.rank_guard_of(assign) is not None \
                     or model.under_rank_condition(assign):
                 continue  # under a rank guard: AL502
-            held = model.value_at(call.args[0].value)
+            held = model.value_at(inner)
             # MAYBE: in a loop, the next pass holds what this rebinding made
             if held is None or held.kind != "model" or held.prepared not in (YES, MAYBE) or held.not_wrapped:
                 continue
@@ -187,7 +195,7 @@ class TrainOnUnwrapped(Rule):
                           f"training forward `{model.code(forward)}` (line {model.line_of(forward)}) then bypasses the "
                           f"DDP wrapper: gradients are no longer averaged and the replicas drift apart; bind the "
                           f"unwrapped model to a new name",
-                          evidence=tuple(model.value_evidence(call.args[0].value)
+                          evidence=tuple(model.value_evidence(inner)
                                          + [(forward, "trained here after the rebinding")]))
         # one finding per forward: a container prepared in both branches of an `if` is one mistake
         by_forward: dict[cst.Call, list] = {}
@@ -211,6 +219,22 @@ class TrainOnUnwrapped(Rule):
                           f"`{result}`",
                           evidence=tuple(model.value_evidence(forward.func)
                                          + [(prepare, f"the wrapped result is bound to `{result}`")]))
+
+
+def _unwrapping_rebinds(model: FileModel) -> Iterable[tuple[cst.Assign, cst.BaseExpression]]:
+    """``(assignment, what it unwraps)`` for ``x = accelerator.unwrap_model(x)`` and
+    ``x = x.module`` (the wrapper's inner module, under DDP and DeepSpeed alike)."""
+    for call in model.index.calls:
+        if model.is_unwrap_call(call):
+            assign = model.index.parents.get(call)
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+                yield assign, call.args[0].value
+    if "module" not in model.index.identifiers:
+        return
+    for node in model.index.parents:
+        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Attribute \
+                and node.value.attr.value == "module":
+            yield node, node.value.value
 
 
 def _bypassed_wrappers(model: FileModel) -> Iterable[tuple[cst.Call, cst.Call, str]]:
@@ -329,16 +353,23 @@ def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call 
     if isinstance(loop, (cst.For, cst.While)) and exit_kind is None:
         candidates += list(model.index.walk(loop.body))  # the loop's next pass
     own = {id(n) for n in model.index.walk(assign)}
+    given: cst.Call | None = None  # the first call the name is given to, when no forward comes
     for node in candidates:
         if id(node) in own or (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
                                and node.func.attr.value == "unwrap_model"):
             continue  # unwrapping again is no training use
         if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name and node is not assign.targets[0]:
-            return None  # rebound on every path that follows: the name no longer holds the bare module
-        if isinstance(node, cst.Call) and any(dotted_name(e) == name for e in (node.func, *(a.value for a in node.args))) \
-                and any(isinstance(p, (cst.For, cst.While)) and model.loop_trains(p) for p in model.ancestors(node)):
-            return node  # `model(batch)` or `loss_of(model, batch)` in a loop that runs a backward pass
-    return None
+            break  # rebound on every path that follows: the name no longer holds the bare module
+        if not isinstance(node, cst.Call) or not any(isinstance(p, (cst.For, cst.While)) and model.loop_trains(p)
+                                                     for p in model.ancestors(node)):
+            continue
+        if dotted_name(node.func) == name:
+            return node  # `model(batch)` in a loop that runs a backward pass
+        # `loss_of(model, batch)`; the accelerator's own methods (`accumulate(model)`) run no forward
+        if given is None and any(dotted_name(a.value) == name for a in node.args) and not (
+                isinstance(node.func, cst.Attribute) and model.is_accelerator(node.func.value)):
+            given = node
+    return given
 
 
 def _exit_after(model: FileModel, assign: cst.Assign) -> type | None:
