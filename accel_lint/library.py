@@ -52,6 +52,7 @@ class Library:
     accelerator_protocol: frozenset[str] = frozenset()  # members only accelerators have
     keeps_frozen_methods: frozenset[str] = frozenset()
     keeps_frozen_calls: frozenset[str] = frozenset()
+    identity_calls: dict[str, int] = field(default_factory=dict)  # qualified name -> position of what it returns
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -75,6 +76,7 @@ class Library:
             accelerator_protocol=self.accelerator_protocol,
             keeps_frozen_methods=self.keeps_frozen_methods,
             keeps_frozen_calls=self.keeps_frozen_calls,
+            identity_calls=self.identity_calls,
         )
 
 
@@ -103,6 +105,7 @@ def default_library() -> Library:
         accelerator_protocol=frozenset(data.get("accelerator-protocol", {}).get("members", ())),
         keeps_frozen_methods=frozenset(data.get("keeps-frozen", {}).get("methods", ())),
         keeps_frozen_calls=frozenset(data.get("keeps-frozen", {}).get("calls", ())),
+        identity_calls=dict(data.get("identity-calls", {})),
     )
 
 

@@ -233,3 +233,38 @@ def test_a_warm_run_reads_what_helper_modules_make_from_the_cache(tmp_path: Path
     warm = engine.lint_paths(files, config)
     assert [(d.code, d.line) for d in warm.diagnostics] == [(d.code, d.line) for d in cold.diagnostics]
     assert {"AL201", "AL501"} <= {d.code for d in warm.diagnostics}
+
+
+RANK_CONSTANTS = """\
+import os
+RANK = int(os.getenv("RANK", 0))
+MASTER_PROCESS = RANK == 0
+DEBUG = os.getenv("DEBUG") == "1"
+"""
+
+GUARDED_BY_A_CONSTANT = """\
+import torch
+from accelerate import Accelerator
+from .settings import DEBUG, MASTER_PROCESS
+
+accelerator = Accelerator()
+model = accelerator.prepare(torch.nn.Linear(2, 2))
+if MASTER_PROCESS:
+    torch.save({"step": 1}, "meta.pt")
+if MASTER_PROCESS:
+    accelerator.wait_for_everyone()
+if DEBUG:
+    torch.save({"step": 1}, "debug.pt")
+"""
+
+
+def test_a_rank_predicate_bound_to_a_constant_of_another_module_guards_like_one(tmp_path):
+    """`MASTER_PROCESS = RANK == 0` in a module with no Accelerate: where another module tests
+    it, only rank 0 runs the block (no AL401 for the guarded write; AL301 for the guarded
+    barrier). `DEBUG` is the same on every rank: its block runs everywhere."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "settings.py").write_text(RANK_CONSTANTS)
+    (tmp_path / "pkg" / "train.py").write_text(GUARDED_BY_A_CONSTANT)
+    _, found = json_findings("--no-cache", "--select", "AL301,AL401", str(tmp_path))
+    assert sorted((d["code"], d["line"]) for d in found) == [("AL301", 10), ("AL401", 12)], found

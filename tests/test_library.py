@@ -93,3 +93,29 @@ def test_a_memory_mapped_replay_buffer_built_on_every_rank_on_one_folder_is_a_wr
     guarded.write_text(REPLAY.format(guard="if accelerator.is_main_process:\n    "))
     _, found = json_findings("--no-cache", "--select", "AL401", str(tmp_path))
     assert [(Path(d["path"]).name, d["line"]) for d in found] == [("every_rank.py", 7)], found
+
+
+CAST = """\
+from typing import cast
+import datasets
+import torch
+from accelerate import Accelerator
+from datasets import load_dataset
+
+accelerator = Accelerator()
+train = load_dataset("imagefolder", split="train")
+train = {wrap}
+train = train.filter(lambda row: row["width"] > 64)
+loader = accelerator.prepare(torch.utils.data.DataLoader(train))
+"""
+
+
+def test_a_call_that_returns_its_argument_keeps_what_the_value_is(tmp_path):
+    """`typing.cast` is a row of [identity-calls]: after `cast(Dataset, train)` the model still
+    knows `train` is a Hugging Face dataset, so its `.filter` on every rank is AL404; through an
+    unknown function it is not known, and nothing is reported."""
+    (tmp_path / "cast.py").write_text(CAST.format(wrap="cast(datasets.Dataset, train)"))
+    (tmp_path / "unknown.py").write_text(CAST.format(wrap="narrow(datasets.Dataset, train)"))
+    _, found = json_findings("--no-cache", "--select", "AL404", str(tmp_path))
+    assert [(Path(d["path"]).name, d["line"]) for d in found] == [("cast.py", 10)], found
+    assert default_library().identity_calls["typing.cast"] == 1

@@ -419,6 +419,34 @@ class FileModel:
         for name, methods in self.forward_methods.items():
             if self.index.classes[name].node in self.index.module.body and methods - FORWARD:
                 out.setdefault(name, []).append((FORWARD_METHODS, " ".join(sorted(methods))))
+        for name, where in self.predicate_constants().items():
+            out.setdefault(name, []).append((RANK_PREDICATE, where))
+        return out
+
+    def predicate_constants(self) -> dict[str, str]:
+        """Module-level names bound once to a rank predicate (``MASTER = int(os.environ["RANK"])
+        == 0``) -> ``"main"`` / ``"local_main"``, for the modules that import them."""
+        if not self.index.identifiers & {"environ", "getenv", "get_rank", "process_index", "is_main_process",
+                                         "local_process_index", "is_local_main_process"}:
+            return {}
+        from .ranks import LOCAL_MAIN, MAIN, OTHER_RANK
+        bound: dict[str, list[cst.BaseExpression]] = {}
+        for statement in self.index.module.body:
+            if type(statement) is cst.SimpleStatementLine:
+                for small in statement.body:
+                    if type(small) is cst.Assign:
+                        for target in small.targets:
+                            for name in bound_names(target.target):
+                                bound.setdefault(name, []).append(
+                                    small.value if type(target.target) is cst.Name else None)
+        out = {}
+        for name, values in bound.items():
+            if len(values) != 1 or values[0] is None:
+                continue  # rebound: which binding an importer sees is not known
+            vector = tuple(self.ranks.evaluate(values[0], c) for c in (MAIN, LOCAL_MAIN, OTHER_RANK))
+            where = {(True, False, False): "main", (True, True, False): "local_main"}.get(vector)
+            if where is not None:
+                out[name] = where
         return out
 
     @cached_property
@@ -549,6 +577,10 @@ class FileModel:
         tested = {name for call in self.index.calls
                   if analysed and from_another_module(name := dotted_name(call.func)) and not call.args
                   and self._in_condition(call)}
+        # an imported constant in a condition (`if MASTER_PROCESS:`): it may be a rank predicate too
+        if analysed:
+            tested |= {node.value for branch in self.index.branches for node in self.index.walk(branch.test)
+                       if type(node) is cst.Name and node.value in imported}
         # whatever an imported function returns is bound by an assignment: an accelerator
         # factory matters wherever it is called; so does what an argument of an assigned call
         # makes (`loader = DataLoader(Clips(...))`: a dataset class that keeps one rank's rows)

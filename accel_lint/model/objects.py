@@ -838,6 +838,11 @@ class ObjectTracker:
         if self.is_acc_constructor(call) or (self.factories and dotted_name(call.func) in self.factories):
             return Value(is_acc=True, origin=call)
         func = call.func
+        if self.library.identity_calls:
+            position = self.library.identity_calls.get(self.index.imports.qualify_expr(func) or "")
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            if position is not None and len(positional) > position:
+                return self.value_of(positional[position].value, env)  # `cast(Dataset, ds)` is `ds`
         if isinstance(func, cst.Attribute):
             owner = self.value_of(func.value, env)
             method = func.attr.value

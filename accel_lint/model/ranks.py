@@ -192,6 +192,9 @@ class RankEvaluator:
             passed = self._passed_flag(expr, cls, depth)
             if passed is not None:
                 return passed
+            where = self.objects.predicates.get(expr.value)
+            if where is not None:  # `MASTER = RANK == 0` in another module of the tree, imported
+                return cls.pi == 0 if where == "main" else cls.li == 0
         origin = value.origin if value is not None else None
         if origin is None and value is not None and 1 < len(value.alternatives) <= 4:
             # `flag = True` then `if acc is not None: flag = acc.is_main_process`: what each

@@ -18,6 +18,10 @@ class UnpreparedOptimizerOrScheduler(Rule):
     rate scheduler created in this file (`torch.optim.AdamW(...)`, `get_scheduler(...)`), the
     file prepares a model or a loader, and `<x>` was not passed to `prepare` on every path
     before the loop.
+    A scheduler kept out of `prepare` is flagged only where that is wrong: its horizon is a
+    multiple of a loader's length taken before `prepare` (all ranks' batches), or it is stepped
+    on every micro-step while gradients accumulate. One sized from the prepared loader's length
+    and stepped once per update is right as it is (preparing it would step it N times).
     Not flagged: objects prepared in a separate `prepare` call; objects from other files
     (unknown); DeepSpeed's `DummyOptim`/`DummyScheduler`; `ReduceLROnPlateau`; schedulers
     stepped once per epoch outside the batch loop.
@@ -26,8 +30,10 @@ class UnpreparedOptimizerOrScheduler(Rule):
     A prepared optimizer skips `step()` and `zero_grad()` on the micro-steps of gradient
     accumulation and checks for inf/NaN under fp16; an unprepared one steps on every
     micro-step, so nothing accumulates (the effective learning rate drops by the accumulation
-    factor). A prepared scheduler steps once per process to match the sharded loader; an
-    unprepared one follows a different horizon than the one it was sized for.
+    factor), and under fp16 it steps on gradients nobody unscaled. A prepared scheduler steps
+    once per process per update, to match a horizon counted in all ranks' batches; an
+    unprepared one sized that way reaches only 1/N of its schedule, and one stepped on every
+    micro-step runs through it GA times too fast.
 
     ## Example
     ```python
@@ -67,6 +73,26 @@ class UnpreparedOptimizerOrScheduler(Rule):
                 optimizer.step()
             scheduler.step(val_loss)
         """,
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification, get_scheduler
+        from accelerate import Accelerator
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        train_dl = DataLoader(train_ds, batch_size=16, shuffle=True)
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        updates = 3 * len(train_dl) // 4
+        lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=updates)
+        for epoch in range(3):
+            for batch in train_dl:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(**batch).loss)
+                    optimizer.step()
+                    if accelerator.sync_gradients:
+                        lr_scheduler.step()  # sized in this rank's updates, stepped once per update
+        """,
     ]
     INVALID = [
         """\
@@ -74,16 +100,34 @@ class UnpreparedOptimizerOrScheduler(Rule):
         from torch.utils.data import DataLoader
         from transformers import AutoModelForSequenceClassification, get_scheduler
         from accelerate import Accelerator
-        accelerator = Accelerator()
+        accelerator = Accelerator(gradient_accumulation_steps=4)
         model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
         train_dl = DataLoader(train_ds, batch_size=16, shuffle=True)
         model, train_dl = accelerator.prepare(model, train_dl)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
         lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=1000)
         for batch in train_dl:
-            accelerator.backward(model(**batch).loss)
-            optimizer.step()  # expect: AL105
-            lr_scheduler.step()  # expect: AL105
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()  # expect: AL105
+                lr_scheduler.step()  # expect: AL105
+        """,
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification, get_scheduler
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        train_dl = DataLoader(train_ds, batch_size=16, shuffle=True)
+        lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=0, num_training_steps=3 * len(train_dl))
+        model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        for epoch in range(3):
+            for batch in train_dl:
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+                lr_scheduler.step()  # expect: AL105
         """,
     ]
 
@@ -105,9 +149,58 @@ class UnpreparedOptimizerOrScheduler(Rule):
                 continue
             name = model.code(func.value)
             acc = model.accelerator_name_in(model.scope_of(call))
+            evidence = model.value_evidence(func.value)
+            if value.kind == "scheduler":
+                # kept out of `prepare` on purpose is right when it is sized in this rank's steps
+                # and stepped once per update: only a horizon or a stepping that says otherwise is wrong
+                length = _pre_prepare_horizon(model, origin)
+                if length is not None:
+                    loader = model.code(length.args[0].value)
+                    yield Finding(call, f"`{name}` is sized from `len({loader})` before `prepare()` (all ranks' "
+                                        f"batches) but never prepared, so it steps once per update on each rank and "
+                                        f"reaches only 1/num_processes of its schedule; prepare it with the model",
+                                  evidence=tuple(evidence + model.length_evidence(length)))
+                elif _steps_every_micro_step(model, call):
+                    yield Finding(call, f"`{name}` (scheduler) is stepped on every accumulation micro-step but never "
+                                        f"passed to `{acc}.prepare()`, which would step it only when the optimizer "
+                                        f"updates; prepare it, or step it under `{acc}.sync_gradients`",
+                                  evidence=tuple(evidence + model.accumulation_evidence(call)))
+                continue
             yield Finding(call, f"`{name}` ({value.kind}) is stepped in the training loop but never passed to "
                                 f"`{acc}.prepare()`: it steps on every accumulation micro-step and skips the fp16 "
-                                f"checks; prepare it with the model", evidence=tuple(model.value_evidence(func.value)))
+                                f"checks; prepare it with the model", evidence=tuple(evidence))
+
+
+_HORIZONS = ("num_training_steps", "T_max", "total_steps", "total_iters", "num_cycles_steps")
+
+
+def _pre_prepare_horizon(model: FileModel, scheduler: cst.Call) -> cst.Call | None:
+    """The pre-``prepare`` ``len(loader)`` the scheduler's horizon is a multiple of (all ranks'
+    batches), if any."""
+    for arg in scheduler.args:
+        if arg.keyword is not None and arg.keyword.value in _HORIZONS:
+            lengths = [c for scale, c in model.step_scales_of(arg.value) if scale >= 1 and c is not None
+                       and model.is_pre_prepare_length(c)]
+            if lengths:
+                return min(lengths, key=model.line_of)
+    return None
+
+
+def _steps_every_micro_step(model: FileModel, call: cst.Call) -> bool:
+    """The file accumulates gradients (an ``accumulate()`` block around the call, or the
+    accelerator's setting) and nothing around the call limits it to update steps
+    (``if accelerator.sync_gradients:``, ``if (step + 1) % every == 0:``)."""
+    if not (model.inside_accumulate(call) or model.accumulation_arguments()):
+        return False
+    for parent in model.ancestors(call):
+        if isinstance(parent, cst.FunctionDef):
+            break
+        if isinstance(parent, cst.If) and any(
+                (isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients")
+                or (isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo))
+                for n in model.index.walk(parent.test)):
+            return False
+    return True
 
 
 def _in_batch_loop(model: FileModel, call: cst.Call) -> bool:

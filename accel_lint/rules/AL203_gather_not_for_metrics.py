@@ -102,6 +102,25 @@ class GatherNotForMetrics(Rule):
     ]
     INVALID = [
         """\
+        import torch
+        import evaluate
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSpeechSeq2Seq
+        accelerator = Accelerator()
+        metric = evaluate.load("wer")
+        model = AutoModelForSpeechSeq2Seq.from_pretrained("whisper-tiny")
+        eval_dl = DataLoader(eval_set, batch_size=8)
+        model, eval_dl = accelerator.prepare(model, eval_dl)
+        model.eval()
+        for batch in eval_dl:
+            with torch.no_grad():
+                ids = model.generate(batch["inputs"])
+            ids = accelerator.gather(ids)  # expect: AL203
+            texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+            metric.add_batch(predictions=texts, references=batch["text"])
+        """,
+        """\
         from accelerate import Accelerator
         from torch.utils.data import DataLoader
         from transformers import AutoModelForSequenceClassification
@@ -243,6 +262,20 @@ def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool
             names.update(model.code(n) for n in model.index.loads_in(target.target) if isinstance(n, cst.Name))
     if not names:
         return False
+    # what is computed from the gathered value in the loop carries its duplicates too
+    # (`predictions = processor.batch_decode(gathered)`, then `metric.add_batch(predictions)`)
+    assigns = [n for n in model.index.walk(loop.body) if isinstance(n, cst.Assign)]
+    grew = True
+    while grew:
+        grew = False
+        for assign in assigns:
+            if any(isinstance(n, cst.Name) and n.value in names for n in model.index.walk(assign.value)):
+                for target in assign.targets:
+                    if isinstance(target.target, (cst.Name, cst.Tuple, cst.List)):
+                        new = {n.value for n in model.index.walk(target.target) if isinstance(n, cst.Name)} - names
+                        if new:
+                            names |= new
+                            grew = True
     for node in model.index.walk(loop.body):
         if isinstance(node, cst.Name) and node.value in names and _is_accumulation_sink(model, node):
             return True

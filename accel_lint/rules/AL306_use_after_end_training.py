@@ -51,6 +51,16 @@ class UseAfterEndTraining(Rule):
 
     VALID = [
         """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        def mean_loss(total, count, ready):
+            if not ready:
+                accelerator.end_training()
+                raise RuntimeError("nothing to report")
+            return accelerator.reduce(total / count, reduction="mean")
+        """,
+        """\
         from accelerate import Accelerator
         accelerator = Accelerator()
         accelerator.wait_for_everyone()
@@ -111,7 +121,15 @@ def _statements_after(model: FileModel, statement: cst.CSTNode):
         if isinstance(parent, (cst.Module, cst.IndentedBlock)):
             siblings = list(parent.body)
             if current in siblings:
-                yield from siblings[siblings.index(current) + 1:]
+                for later in siblings[siblings.index(current) + 1:]:
+                    yield later
+                    if _leaves_block(later):
+                        return  # `raise`/`return`/`break`/`continue`: nothing after this block runs next
         if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
             return
         current = parent
+
+
+def _leaves_block(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, (cst.Raise, cst.Return, cst.Break, cst.Continue)) for small in statement.body)
