@@ -78,10 +78,13 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
         if known is not None:
             return Write(call, f"{owner or '...'}.{method}", _argument(call, known.path, known.path_keyword),
                          _is_tolerant(call, known.tolerant), known.creates_directory)
-        if method == "save_pretrained" and origins_of is not None \
-                and not any(a.keyword is not None and a.keyword.value == "is_main_process" for a in call.args) \
-                and _unguarded_saver(call.func.value, library, origins_of, imports):
-            return Write(call, f"{owner or _shown(call.func.value)}.save_pretrained", first)
+        if method == "save_pretrained" and origins_of is not None:
+            saver = _unguarded_saver(call.func.value, library, origins_of, imports)
+            gated = any(a.keyword is not None and a.keyword.value == "is_main_process" for a in call.args)
+            # a tokenizer's, processor's or config's `save_pretrained` takes no `is_main_process`
+            # (it lands in `**kwargs`, unread); a diffusers model's is gated by it
+            if saver == "always" or (saver == "unless-gated" and not gated):
+                return Write(call, f"{owner or _shown(call.func.value)}.save_pretrained", first)
     return None
 
 
@@ -92,24 +95,28 @@ def _shown(expr: cst.BaseExpression, limit: int = 50) -> str:
 
 
 def _unguarded_saver(owner: cst.BaseExpression, library: Library, origins_of: OriginsOf,
-                     imports: ImportMap) -> bool:
-    """The object was made by a library class whose ``save_pretrained`` writes on every rank
-    that calls it (a tokenizer, a processor, a config: ``AutoTokenizer.from_pretrained``; any
-    class of a package that does not gate its savers, such as a diffusers model or pipeline;
-    on every path), or is such an attribute of a model (``model.generation_config``)."""
+                     imports: ImportMap) -> str | None:
+    """Whether the object's ``save_pretrained`` writes on every rank that calls it: ``"always"``
+    for a tokenizer, a processor or a config (``AutoTokenizer.from_pretrained``, or such an
+    attribute of a model: ``model.generation_config``), ``"unless-gated"`` for a class of a
+    package whose savers take ``is_main_process=`` (a diffusers model or pipeline), on every
+    path; ``None`` otherwise."""
     if isinstance(owner, cst.Attribute) and owner.attr.value in library.unguarded_model_attributes \
             and origins_of(owner.value)[1] == "model":
-        return True
+        return "always"
     origins, _ = origins_of(owner)
-    return bool(origins) and all(_made_by_saver_class(origin, library, imports) for origin in origins)
+    kinds = {_made_by_saver_class(origin, library, imports) for origin in origins}
+    if not origins or None in kinds:
+        return None
+    return "unless-gated" if "unless-gated" in kinds else "always"
 
 
-def _made_by_saver_class(origin: cst.CSTNode, library: Library, imports: ImportMap) -> bool:
+def _made_by_saver_class(origin: cst.CSTNode, library: Library, imports: ImportMap) -> str | None:
     if not isinstance(origin, cst.Call):
-        return False
+        return None
     made_by = dotted_name(origin.func) or ""
     if made_by.rsplit(".", 1)[-1] in ("from_pretrained", "from_pipe", "from_single_file"):
         made_by = made_by.rsplit(".", 1)[0]
     if (imports.qualify(made_by) or "").partition(".")[0] in library.unguarded_saver_packages:
-        return True
-    return made_by.rsplit(".", 1)[-1].endswith(library.unguarded_saver_suffixes)
+        return "unless-gated"
+    return "always" if made_by.rsplit(".", 1)[-1].endswith(library.unguarded_saver_suffixes) else None

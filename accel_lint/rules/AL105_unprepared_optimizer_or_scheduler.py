@@ -18,10 +18,11 @@ class UnpreparedOptimizerOrScheduler(Rule):
     rate scheduler created in this file (`torch.optim.AdamW(...)`, `get_scheduler(...)`), the
     file prepares a model or a loader, and `<x>` was not passed to `prepare` on every path
     before the loop.
-    A scheduler kept out of `prepare` is flagged only where that is wrong: its horizon is a
-    multiple of a loader's length taken before `prepare` (all ranks' batches), or it is stepped
-    on every micro-step while gradients accumulate. One sized from the prepared loader's length
-    and stepped once per update is right as it is (preparing it would step it N times).
+    A scheduler kept out of `prepare` is flagged only where that is known to be wrong: its
+    horizon is a multiple of a loader's length taken before `prepare` (all ranks' batches).
+    One sized in this rank's steps (the prepared loader's length) and stepped once per such
+    step is right as it is (preparing it would step it N times); one whose horizon is unknown
+    is not reported.
     Not flagged: objects prepared in a separate `prepare` call; objects from other files
     (unknown); DeepSpeed's `DummyOptim`/`DummyScheduler`; `ReduceLROnPlateau`; schedulers
     stepped once per epoch outside the batch loop.
@@ -32,8 +33,7 @@ class UnpreparedOptimizerOrScheduler(Rule):
     micro-step, so nothing accumulates (the effective learning rate drops by the accumulation
     factor), and under fp16 it steps on gradients nobody unscaled. A prepared scheduler steps
     once per process per update, to match a horizon counted in all ranks' batches; an
-    unprepared one sized that way reaches only 1/N of its schedule, and one stepped on every
-    micro-step runs through it GA times too fast.
+    unprepared one sized that way reaches only 1/N of its schedule.
 
     ## Example
     ```python
@@ -110,7 +110,7 @@ class UnpreparedOptimizerOrScheduler(Rule):
             with accelerator.accumulate(model):
                 accelerator.backward(model(**batch).loss)
                 optimizer.step()  # expect: AL105
-                lr_scheduler.step()  # expect: AL105
+                lr_scheduler.step()
         """,
         """\
         import torch
@@ -151,8 +151,9 @@ class UnpreparedOptimizerOrScheduler(Rule):
             acc = model.accelerator_name_in(model.scope_of(call))
             evidence = model.value_evidence(func.value)
             if value.kind == "scheduler":
-                # kept out of `prepare` on purpose is right when it is sized in this rank's steps
-                # and stepped once per update: only a horizon or a stepping that says otherwise is wrong
+                # kept out of `prepare` on purpose is right when its horizon counts the steps it
+                # is stepped (this rank's updates, or its micro-steps): only a horizon counted in
+                # all ranks' batches is known to be wrong
                 length = _pre_prepare_horizon(model, origin)
                 if length is not None:
                     loader = model.code(length.args[0].value)
@@ -160,11 +161,6 @@ class UnpreparedOptimizerOrScheduler(Rule):
                                         f"batches) but never prepared, so it steps once per update on each rank and "
                                         f"reaches only 1/num_processes of its schedule; prepare it with the model",
                                   evidence=tuple(evidence + model.length_evidence(length)))
-                elif _steps_every_micro_step(model, call):
-                    yield Finding(call, f"`{name}` (scheduler) is stepped on every accumulation micro-step but never "
-                                        f"passed to `{acc}.prepare()`, which would step it only when the optimizer "
-                                        f"updates; prepare it, or step it under `{acc}.sync_gradients`",
-                                  evidence=tuple(evidence + model.accumulation_evidence(call)))
                 continue
             yield Finding(call, f"`{name}` ({value.kind}) is stepped in the training loop but never passed to "
                                 f"`{acc}.prepare()`: it steps on every accumulation micro-step and skips the fp16 "
@@ -184,23 +180,6 @@ def _pre_prepare_horizon(model: FileModel, scheduler: cst.Call) -> cst.Call | No
             if lengths:
                 return min(lengths, key=model.line_of)
     return None
-
-
-def _steps_every_micro_step(model: FileModel, call: cst.Call) -> bool:
-    """The file accumulates gradients (an ``accumulate()`` block around the call, or the
-    accelerator's setting) and nothing around the call limits it to update steps
-    (``if accelerator.sync_gradients:``, ``if (step + 1) % every == 0:``)."""
-    if not (model.inside_accumulate(call) or model.accumulation_arguments()):
-        return False
-    for parent in model.ancestors(call):
-        if isinstance(parent, cst.FunctionDef):
-            break
-        if isinstance(parent, cst.If) and any(
-                (isinstance(n, cst.Attribute) and n.attr.value == "sync_gradients")
-                or (isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo))
-                for n in model.index.walk(parent.test)):
-            return False
-    return True
 
 
 def _in_batch_loop(model: FileModel, call: cst.Call) -> bool:

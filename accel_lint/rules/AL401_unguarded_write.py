@@ -129,6 +129,15 @@ if accelerator.is_main_process:
 accelerator.unwrap_model(unet).save_pretrained("out/unet-gated", is_main_process=accelerator.is_main_process)
 """,
         """
+from accelerate import Accelerator
+from transformers import AutoModelForSpeechSeq2Seq
+accelerator = Accelerator()
+model = accelerator.prepare(AutoModelForSpeechSeq2Seq.from_pretrained("whisper-tiny"))
+unwrapped = accelerator.unwrap_model(model)
+unwrapped.save_pretrained("out", is_main_process=accelerator.is_main_process)
+unwrapped.config.save_pretrained("out", is_main_process=accelerator.is_main_process)  # expect: AL401
+""",
+        """
 import json, torch
 from accelerate import Accelerator
 from transformers import AutoTokenizer
@@ -179,7 +188,7 @@ if args.use_deepspeed or accelerator.is_main_process:
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope):
                 continue
-            if _rank_unique(model, call, 0) or _inside_split(model, call) or model.single_process_at(call) \
+            if _rank_unique(model, call, 0, write.path) or _inside_split(model, call) or model.single_process_at(call) \
                     or _main_writes_first(model, call):
                 continue
             if write.path is not None and _in_memory(model, write.path):
@@ -238,12 +247,16 @@ def _where(model: FileModel, admitted: cst.BaseExpression) -> str:
     return f"where {quote(model.code(admitted), 40)} is true"
 
 
-def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int) -> bool:
+def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.BaseExpression | None = None) -> bool:
     """The path (any argument), or what its names were assigned from, mentions the rank
     or a temporary location."""
     if depth > 6:
         return False
-    exprs = [a.value for a in node.args] if isinstance(node, cst.Call) and depth == 0 else [node]
+    # the call's positional arguments and its path: a keyword such as
+    # `is_main_process=accelerator.is_main_process` to a saver that ignores it names no file
+    exprs = [node]
+    if isinstance(node, cst.Call) and depth == 0:
+        exprs = [a.value for a in node.args if a.keyword is None] + [p for p in (path,) if p is not None]
     for expr in exprs:
         text = model.code(expr)
         if "process_index" in text or "rank" in text.lower() or model.made_by_rank_unique_source(expr):
