@@ -1196,6 +1196,13 @@ class FileModel:
         return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
             and call.func.attr.value == "unwrap_model" and bool(call.args) and self.is_accelerator(call.func.value)
 
+    def reads_rank(self, expr: cst.BaseExpression) -> bool:
+        """Some part of ``expr`` differs between ranks by the rank model: a process index, a rank
+        from the environment or ``torch.distributed``, a name bound to one (``f"out_{rank}.pt"``
+        with ``rank = accelerator.process_index``). Its text is no evidence."""
+        return any(type(node) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and self.ranks.is_rank_dependent(node)
+                   for node in self.index.walk(expr))
+
     def made_by_rank_unique_source(self, expr: cst.BaseExpression) -> bool:
         """``expr`` calls something whose result differs on every rank (``uuid4()``,
         ``tempfile.mkdtemp()``; the library table's ``rank-unique-sources``), or is

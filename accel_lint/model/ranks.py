@@ -178,10 +178,11 @@ class RankEvaluator:
             known = _rank_attribute(attr, cls)
             if known is not _NOT_RANK:
                 return known
-            if attr in ("should_save", "should_log") and (dotted_name(expr.value) or "").endswith("args"):
-                # transformers' TrainingArguments: true on the main process (per node with save_on_each_node)
+            if attr in ("should_save", "should_log"):
+                # members only transformers' TrainingArguments has: true on the main process
+                # (per node with save_on_each_node)
                 return cls.pi == 0
-            if attr in ("local_rank",) and self.defines_local_rank_arg and dotted_name(expr.value) == "args":
+            if attr == "local_rank" and self.defines_local_rank_arg and self._parsed_arguments(expr.value):
                 return cls.li
         prop = self.index.resolve_property(expr)
         if prop is not None:  # `if self.is_main:` with `def is_main(self): return ...is_main_process`
@@ -212,6 +213,16 @@ class RankEvaluator:
             if result is UNIFORM or result is FORK or result is OTHER or self._is_rank_atom(origin):
                 return result
         return UNIFORM
+
+    def _parsed_arguments(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` holds what an argument parser returned (``parser.parse_args()``), on every
+        path: its ``local_rank`` is the ``--local_rank`` the launcher passes each process."""
+        value = self.objects.values.get(expr)
+        origins = value.origins() if value is not None else frozenset()
+        return bool(origins) and all(
+            type(o) is cst.Call and last_attr(o.func) in ("parse_args", "parse_known_args") or
+            type(o) is cst.Subscript and type(o.value) is cst.Call
+            and last_attr(o.value.func) == "parse_known_args" for o in origins)
 
     def _assigned_in(self, fn: cst.FunctionDef) -> set[str]:
         """Names an assignment in ``fn`` binds (computed once per function)."""

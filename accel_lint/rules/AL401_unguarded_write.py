@@ -258,12 +258,9 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.Base
     if isinstance(node, cst.Call) and depth == 0:
         exprs = [a.value for a in node.args if a.keyword is None] + [p for p in (path,) if p is not None]
     for expr in exprs:
-        text = model.code(expr)
-        if "process_index" in text or "rank" in text.lower() or model.made_by_rank_unique_source(expr):
+        if model.reads_rank(expr) or model.made_by_rank_unique_source(expr):
             return True
         for name in model.index.loads_in(expr):
-            if model.ranks.is_rank_dependent(name):
-                return True
             value = model.value_at(name)
             if value is not None and isinstance(value.origin, cst.BaseExpression) and value.origin is not name:
                 if _rank_unique(model, value.origin, depth + 1):

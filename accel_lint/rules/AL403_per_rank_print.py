@@ -171,13 +171,13 @@ def _chosen_by_rank(model: FileModel, call: cst.Call) -> bool:
 
 
 def _under_rank_test(model: FileModel, call: cst.Call) -> bool:
-    """Under an ``if`` that reads a rank the model cannot evaluate (``if args.rank == 0:``):
-    for a cosmetic rule, a likely guard is enough to stay quiet."""
+    """Under an ``if`` whose test reads a rank somewhere (``if rank == 0 and verbose:``), even
+    where the guard as a whole is not decided: for a cosmetic rule, a likely guard is enough
+    to stay quiet."""
     for parent in model.ancestors(call):
         if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
             return False
-        if isinstance(parent, (cst.If, cst.While)) and any(
-                hint in model.code(parent.test).lower() for hint in ("rank", "process_index", "main_process")):
+        if isinstance(parent, (cst.If, cst.While)) and model.reads_rank(parent.test):
             return True
     return False
 
@@ -188,10 +188,7 @@ def _mentions_rank(model: FileModel, call: cst.Call) -> bool:
     for arg in call.args:
         if model.is_accelerator(arg.value):
             return True
-        text = model.code(arg.value)
-        if "process_index" in text or "rank" in text.lower():
-            return True
-        if any(model.ranks.is_rank_dependent(n) for n in model.index.loads_in(arg.value)):
+        if model.reads_rank(arg.value):
             return True
         if any(isinstance(n, cst.Attribute) and n.attr.value == "device" and model.is_accelerator(n.value)
                for n in model.index.walk(arg.value)):
