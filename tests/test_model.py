@@ -642,3 +642,20 @@ class Trainer:
         encoder
 """)
     assert value_at(model, "encoder", 12).not_wrapped
+
+
+def test_a_parameter_given_the_accelerators_device_at_every_call_is_that_device():
+    model = build("""
+from accelerate import Accelerator
+accelerator = Accelerator()
+def place(module, device):
+    module.to(device)
+def place_anywhere(module, device):
+    module.to(device)
+place(net, device=accelerator.device)
+place(head, accelerator.device)
+place_anywhere(net, accelerator.device)
+place_anywhere(net, "cuda:1")
+""")
+    assert model.is_accelerator_device(reads(model, "device", 5)[0])
+    assert not model.is_accelerator_device(reads(model, "device", 7)[0])

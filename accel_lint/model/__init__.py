@@ -40,7 +40,7 @@ from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
 from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE,
-                      NO, YES, ObjectTracker, Value)
+                      NO, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from ..reparse import Layout
@@ -940,7 +940,7 @@ class FileModel:
             out.append((value.prepared_at, f"`{shorten(self.code(value.prepared_at.func))}(...)` {wrapped} here"))
         return out
 
-    def is_accelerator_device(self, expr: cst.BaseExpression) -> bool:
+    def is_accelerator_device(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
         """``expr`` is the accelerator's device: ``accelerator.device``, a same-class property
         that returns it (``self.device``), or a name every assignment of its scope binds to one."""
         if isinstance(expr, cst.Attribute) and expr.attr.value == "device" and self.is_accelerator(expr.value):
@@ -954,10 +954,27 @@ class FileModel:
             bound = [t.target for t in self.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope)
                      if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name)
                      and t.target.value == expr.value and self.scope_of(t) is scope]
+            if not bound and isinstance(scope, cst.FunctionDef) and _depth < 4:
+                return self._passed_accelerator_device(scope, expr.value, _depth)
             return bool(bound) and all(
                 isinstance(assign := self.index.parents.get(self.index.parents.get(target)), cst.Assign)
-                and len(assign.targets) == 1 and self.is_accelerator_device(assign.value) for target in bound)
+                and len(assign.targets) == 1 and self.is_accelerator_device(assign.value, _depth) for target in bound)
         return False
+
+    def _passed_accelerator_device(self, fn: cst.FunctionDef, name: str, depth: int) -> bool:
+        """A parameter the function never rebinds, given the accelerator's device at every call
+        of this file (``scale(blocks, device=accelerator.device)``); no call site: unknown."""
+        if name not in {p.name.value for p in self.index.functions[fn].params}:
+            return False
+        sites = self.ops.call_sites(fn)
+        given = []
+        for site in sites:
+            passed = [arg.value for pname, arg in arguments_by_parameter(site, fn, isinstance(site.func, cst.Attribute))
+                      if pname == name]
+            if len(passed) != 1:
+                return False  # a call that leaves the default (or passes it through *args)
+            given.append(passed[0])
+        return bool(given) and all(self.is_accelerator_device(g, depth + 1) for g in given)
 
     def manual_wrapper(self, call: cst.CSTNode) -> str | None:
         """The distributed wrapper a call builds by hand (``DistributedDataParallel(model)``,

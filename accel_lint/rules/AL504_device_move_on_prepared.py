@@ -93,6 +93,17 @@ class DeviceMoveOnPrepared(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        accelerator = Accelerator()
+        blocks = torch.nn.Linear(4, 4)
+        optimizer = torch.optim.SGD(blocks.parameters(), lr=0.1)
+        blocks, optimizer = accelerator.prepare(blocks, optimizer)
+        def place(module, device):
+            module.to(device)  # expect: AL504
+        place(blocks, device=accelerator.device)  # the accelerator's device: only the no-op info
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
         from transformers import AutoModelForCausalLM
         accelerator = Accelerator()
         model = AutoModelForCausalLM.from_pretrained("gpt2")
