@@ -1136,6 +1136,59 @@ class FileModel:
                 return site
         return None
 
+    def call_sites_reaching(self, node: cst.CSTNode) -> list[cst.Call] | None:
+        """The same-file calls of ``node``'s function that can reach it, by what they pass to
+        the parameters its branches test against ``None`` (``if step is None: ...``, taken only
+        by the calls that leave ``step`` out); ``None`` when ``node`` is not in a function."""
+        scope = self.index.scope_of(node)
+        if not isinstance(scope, cst.FunctionDef):
+            return None
+        params = {p.name.value: p for p in self.index.functions[scope].params}
+        wanted: dict[str, bool] = {}  # parameter -> must be None (True) / must not be (False)
+        child = node
+        for parent in self.ancestors(node):
+            if parent is scope:
+                break
+            if isinstance(parent, cst.If) and child is not parent.test:
+                tested = _none_test(parent.test)
+                if tested is not None and tested[0] in params:
+                    name, is_none = tested
+                    wanted.setdefault(name, is_none if child is parent.body else not is_none)
+            child = parent
+        sites = self.ops.call_sites(scope)
+        if not wanted:
+            return sites
+        bound_first = self.index.functions[scope].class_name is not None
+        out = []
+        for site in sites:
+            passed = dict(arguments_by_parameter(site, scope, bound_first and isinstance(site.func, cst.Attribute)))
+            maybe = True
+            for name, is_none in wanted.items():
+                given = passed[name].value if name in passed else params[name].default
+                none = _is_none(given) if given is not None else None
+                if none is None and given is not None and self._never_none(given, self.index.scope_of(site)):
+                    none = False
+                if none is not None and none != is_none:
+                    maybe = False
+            if maybe:
+                out.append(site)
+        return out
+
+    def _never_none(self, expr: cst.BaseExpression, scope: ScopeNode) -> bool:
+        """A number or string, or a name every binding of its scope makes one (``step = 0`` then
+        ``step += 1``)."""
+        if type(expr) in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.BinaryOperation):
+            return True
+        if type(expr) is not cst.Name:
+            return False
+        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        bindings = [n for n in self.index.walk(body) if isinstance(n, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+                    and any(isinstance(t, cst.Name) and t.value == expr.value
+                            for t in ([x.target for x in n.targets] if isinstance(n, cst.Assign) else [n.target]))]
+        return bool(bindings) and all(isinstance(b, cst.AugAssign) or (
+            b.value is not None and type(b.value) in (cst.Integer, cst.Float, cst.SimpleString, cst.BinaryOperation))
+            for b in bindings)
+
     def runs_on_every_rank(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
         """Whether code in ``scope`` (outside local guards) runs on every rank of an Accelerate
         program: module code; functions that use an accelerator and are not gated; helpers
@@ -1425,3 +1478,24 @@ class FileModel:
 
     def ancestors(self, node: cst.CSTNode):
         return self.index.ancestors(node)
+
+
+def _none_test(test: cst.BaseExpression) -> tuple[str, bool] | None:
+    """``(name, True)`` for ``name is None``, ``(name, False)`` for ``name is not None``."""
+    if type(test) is cst.Comparison and type(test.left) is cst.Name and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if _is_none(target.comparator):
+            if type(target.operator) is cst.Is:
+                return test.left.value, True
+            if type(target.operator) is cst.IsNot:
+                return test.left.value, False
+    return None
+
+
+def _is_none(expr: cst.BaseExpression) -> bool | None:
+    """``True`` for the literal ``None``, ``False`` for another literal, ``None`` when unknown."""
+    if type(expr) is cst.Name and expr.value in ("None", "True", "False"):
+        return expr.value == "None"
+    if type(expr) in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString):
+        return False
+    return None

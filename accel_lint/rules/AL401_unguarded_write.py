@@ -73,6 +73,24 @@ class UnguardedWrite(Rule):
 
     VALID = [
         """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(torch.nn.Linear(2, 2))
+def save(state, step=None):
+    if step is not None:
+        if accelerator.is_main_process:
+            torch.save(state, f"ckpt-{step}.pt")
+    else:
+        torch.save(state, "final.pt")  # only the guarded call below leaves `step` out
+step = 0
+for _ in range(3):
+    step += 1
+    save(model.state_dict(), step)
+if accelerator.is_main_process:
+    save(model.state_dict())
+""",
+        """
 import shutil
 from accelerate import Accelerator
 accelerator = Accelerator()
@@ -188,6 +206,10 @@ if args.use_deepspeed or accelerator.is_main_process:
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope):
                 continue
+            reaching = model.call_sites_reaching(call)
+            if reaching is not None and model.ops.call_sites(scope) and all(
+                    model.rank_guard_of(site) is not None for site in reaching):
+                continue  # `if step is None:` taken only by the calls under a rank guard
             if _rank_unique(model, call, 0, write.path) or _inside_split(model, call) or model.single_process_at(call) \
                     or _main_writes_first(model, call):
                 continue
