@@ -25,6 +25,10 @@ class StepsFromUnpreparedLength(Rule):
     The same uses are flagged when they divide the length of the *prepared* loader, already
     this rank's share, by `num_processes` again (N times too few epochs), or multiply it by
     `num_processes`; and a step period (`if step % save_every == 0`) built from such a count.
+    Also flags (variant B3) a prepared scheduler whose horizon is the very count that ends the
+    loop stepping it (`num_training_steps=args.max_steps` and `if step >= args.max_steps:
+    break`): that count is this rank's steps, and the prepared scheduler steps `num_processes`
+    times per step, so the schedule ends after 1/N of training.
     Also flags (variant B2) a prepared scheduler whose horizon multiplies such a pre-`prepare`
     step count by `num_processes`: the prepared scheduler already steps `num_processes` times
     per optimizer step, so the horizon is N times too long.
@@ -157,6 +161,28 @@ class StepsFromUnpreparedLength(Rule):
         import torch
         from accelerate import Accelerator
         from torch.utils.data import DataLoader
+        from transformers import get_linear_schedule_with_warmup
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        train_dl = DataLoader(dataset, batch_size=8)
+        scheduler = get_linear_schedule_with_warmup(optimizer, num_warmup_steps=100,
+                                                    num_training_steps=args.max_steps)  # expect: AL202
+        model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+        step = 0
+        while True:
+            for batch in train_dl:
+                accelerator.backward(model(batch).sum())
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                if step >= args.max_steps:
+                    break
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
         from tqdm import tqdm
         from transformers import AutoModelForSequenceClassification
         accelerator = Accelerator()
@@ -238,6 +264,14 @@ class StepsFromUnpreparedLength(Rule):
                            f"too {'small' if scale < 0 else 'large'}; use `len({loader})` as it is")
             yield Finding(use, message, evidence=tuple(model.length_evidence(source)))
         if _scheduler_steps_per_process(model):
+            for horizon, bound in _loop_bound_horizons(model):
+                yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` is also the training loop's bound "
+                                       f"(line {model.line_of(bound)}), a count of this rank's steps; the prepared "
+                                       f"scheduler steps num_processes times per step, so the schedule ends after "
+                                       f"1/num_processes of training; multiply it by `num_processes`",
+                              evidence=((bound, f"the loop ends when its step count reaches "
+                                                f"`{model.code(horizon)}`"),
+                                        (horizon, "the horizon of a scheduler `prepare()` returns")))
             for horizon, source in _inflated_horizons(model):
                 loader = model.code(source.args[0].value)
                 yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` multiplies a step count from "
@@ -302,6 +336,57 @@ def _scheduler_steps_per_process(model: FileModel) -> bool:
     unless an accelerator is built with ``step_scheduler_with_optimizer=False`` (split batches
     are ruled out by the caller)."""
     return all(model.code(value) == "True" for value in model.accelerator_settings("step_scheduler_with_optimizer"))
+
+
+def _loop_bound_horizons(model: FileModel):
+    """``(horizon, loop bound)``: a prepared scheduler's horizon that is a plain name
+    (``num_training_steps=args.max_steps``), not a pre-``prepare`` count, and that also ends a
+    loop that steps the scheduler (``range(args.max_steps)``, ``while step < args.max_steps``,
+    ``if step >= args.max_steps: break``), with no assignment to it after the scheduler."""
+    for call in model.index.calls:
+        if call not in model.objects.prepared_origins:
+            continue
+        for arg in call.args:
+            if arg.keyword is None or arg.keyword.value not in _HORIZONS or \
+                    type(arg.value) not in (cst.Name, cst.Attribute):
+                continue
+            if any(scale != 0 for scale, _ in model.step_scales_of(arg.value)):
+                continue  # a count of all ranks' batches, or already scaled: the other variants
+            name = model.code(arg.value)
+            scope = model.scope_of(call)
+            if any(type(n) in (cst.Assign, cst.AugAssign) and model.line_of(n) > model.line_of(call)
+                   and model.scope_of(n) is scope and any(model.code(t) == name for t in _targets(n))
+                   for n in model.index.walk(scope)):
+                continue
+            bound = _ends_scheduler_loop(model, call, name)
+            if bound is not None:
+                yield arg.value, bound
+
+
+def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    return [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+
+
+def _ends_scheduler_loop(model: FileModel, scheduler: cst.Call, name: str) -> cst.CSTNode | None:
+    """A test or ``range`` that bounds, by ``name``, a loop in which the scheduler ``scheduler``
+    made is stepped."""
+    for loop in model.index.loops:
+        if model.scope_of(loop) is not model.scope_of(scheduler) or model.line_of(loop) < model.line_of(scheduler):
+            continue
+        steps = any(type(c.func) is cst.Attribute and c.func.attr.value == "step"
+                    and (v := model.value_at(c.func.value)) is not None and scheduler in v.origins()
+                    for c in model.calls_in(loop))
+        if not steps:
+            continue
+        tests = [loop.iter] if type(loop) is cst.For else [loop.test]
+        tests += [n.test for n in model.index.walk(loop) if type(n) is cst.If and any(
+            type(e) in (cst.Break, cst.Return) for e in model.index.walk(n.body))]
+        for test in tests:
+            if type(test) is cst.Comparison or (type(test) is cst.Call and model.code(test.func) == "range"):
+                if any(model.code(n) == name for n in model.index.walk(test)
+                       if type(n) in (cst.Name, cst.Attribute)):
+                    return test
+    return None
 
 
 def _inflated_horizons(model: FileModel):
