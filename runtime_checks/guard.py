@@ -896,7 +896,8 @@ def _checkpoint_is_collective(accelerator: Any, op: str = "") -> bool:
 
 
 class Watchdog(threading.Thread):
-    """The rank's background thread: stack dumps on request, abort, launcher death."""
+    """The rank's background thread: stack dumps and NCCL flight recorder dumps on request, abort,
+    launcher death. It runs while the main thread waits in a collective (the wait releases the GIL)."""
 
     def __init__(self, store, rank: int, main_thread: int, parent_pid: int, guard: Guard | None = None) -> None:
         super().__init__(name="runtime_checks-watchdog", daemon=True)
@@ -906,6 +907,7 @@ class Watchdog(threading.Thread):
         self.main_thread = main_thread
         self.parent_pid = parent_pid
         self._dumped: bytes | None = None
+        self._fr_dumped: bytes | None = None
 
     def run(self) -> None:
         while True:
@@ -924,14 +926,26 @@ class Watchdog(threading.Thread):
                     if request != self._dumped:
                         self._dumped = request
                         self.store.set(P.STACK_KEY.format(rank=self.rank), P.encode(self.stack()))
+                    # a flight recorder request comes after a stack request: no extra store round
+                    # trip while the run is healthy
+                    if self.store.check([P.FR_REQUEST]):
+                        request = self.store.get(P.FR_REQUEST)
+                        if request != self._fr_dumped:
+                            self._fr_dumped = request
+                            from . import flight_recorder
+
+                            self.store.set(P.FR_KEY.format(rank=self.rank), flight_recorder.dump())
             except Exception:
                 if os.getppid() != self.parent_pid:
                     os._exit(P.EXIT_CODES["rank_died"])
 
     def stack(self) -> dict[str, Any]:
+        """The main thread's Python stack, and whether this rank has an NCCL flight recorder to dump."""
+        from . import flight_recorder
+
         frame = sys._current_frames().get(self.main_thread)
         if frame is None:
-            return {"stack": [], "site": None}
+            return {"stack": [], "site": None, "flight_recorder": flight_recorder.can_dump()}
         entries = traceback.extract_stack(frame)
         user = [e for e in entries if is_user_file(e.filename)]
         site = user[-1] if user else entries[-1]
@@ -939,6 +953,7 @@ class Watchdog(threading.Thread):
             "stack": [f"{e.filename}:{e.lineno} in {e.name}: {e.line or ''}" for e in entries[-25:]],
             "site": {"file": os.path.abspath(site.filename), "line": site.lineno, "function": site.name,
                      "code": (site.line or "").strip()},
+            "flight_recorder": flight_recorder.can_dump(),
         }
 
 

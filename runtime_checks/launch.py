@@ -18,6 +18,7 @@ from datetime import timedelta
 
 from . import protocol as P
 from .groups import grouped_phrases
+from .flight_recorder import add_to_report as add_flight_recorder
 from .report import Finding, render_text, write_json
 from .ring import ring_dir, sweep_stale
 from .watch import POLL_S, Watcher, stop_processes
@@ -31,13 +32,18 @@ def default_nproc() -> int:
 
 def prepare_environment(environ, cuda: bool) -> None:
     """What the ranks inherit. Accelerate's debug mode on; on CPU, ACCELERATE_USE_CPU (without
-    it every CPU rank believes it is alone, facts §8). Nothing else: every TORCH_NCCL_* / NCCL_*
-    variable (async error handling, Flight Recorder buffers and dumps, NVLS off) is the user's
+    it every CPU rank believes it is alone, facts §8). On GPUs, NCCL's flight recorder on (2000
+    entries: ``TORCH_FR_BUFFER_SIZE``, ``TORCH_NCCL_TRACE_BUFFER_SIZE`` before torch 2.8) unless the
+    user set its buffer size under either name (:mod:`runtime_checks.flight_recorder`). Every other
+    TORCH_NCCL_* / NCCL_* variable (async error handling, dump on timeout, NVLS off) is the user's
     and passes through untouched."""
+    from .flight_recorder import prepare_environment as flight_recorder_environment
+
     environ["ACCELERATE_DEBUG_MODE"] = "1"
     environ.setdefault("OMP_NUM_THREADS", "1")
     if not cuda:
         environ["ACCELERATE_USE_CPU"] = "1"
+    flight_recorder_environment(environ, cuda)
 
 
 def launch(target: list[str], module: bool, nproc: int | None, timeout: float | None, report: str | None,
@@ -145,8 +151,9 @@ class _WatchThread(threading.Thread):
                 self.watcher.fill_rows_with_stacks()
             path = self.report or P.DEFAULT_REPORT  # a finding always leaves its report behind
             render_text(finding, path)
-            write_json(finding, path, self.watcher, self.trace)
+            trace = write_json(finding, path, self.watcher, self.trace)
             if stop_ranks:
+                add_flight_recorder(self.watcher, path, trace)  # after the verdict: a first dump can take seconds
                 self._stop_ranks()
 
     def _stop_ranks(self) -> None:

@@ -22,6 +22,8 @@ DUMP_REQUEST = "rc/dump"  # the watcher asks every rank for its Python stack
 ABORT = "rc/abort"  # in-rank mode: every rank exits with this code
 FINAL = "rc/final"  # in-rank mode: the run's exit code after the end-of-run checks (read by rank 0)
 STACK_KEY = "rc/stack/{rank}"
+FR_REQUEST = "rc/fr"  # the watcher asks for each rank's NCCL flight recorder dump (after a stack request)
+FR_KEY = "rc/fr/{rank}"  # the rank's dump: torch's pickle, or a JSON {"error": ...}
 
 # event kinds
 ENTER = "enter"  # a rank entered a collective

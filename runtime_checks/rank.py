@@ -84,6 +84,24 @@ def _await_verdict(wait: float = 10.0) -> None:
     time.sleep(wait)
 
 
+def _cuda_available() -> bool:
+    """Whether this rank will see a GPU, without initializing CUDA here (the script may still set
+    CUDA_VISIBLE_DEVICES): NVML's count, else whether an NVIDIA driver is loaded."""
+    try:
+        import torch
+
+        if not torch.backends.cuda.is_built():
+            return False
+        if torch.cuda.is_initialized():
+            return torch.cuda.is_available()
+        count = torch.cuda._device_count_nvml()
+        if count >= 0:
+            return count > 0
+    except Exception:
+        pass
+    return os.environ.get("CUDA_VISIBLE_DEVICES") != "" and os.path.exists("/proc/driver/nvidia/version")
+
+
 def run_guarded(guard, body) -> int:
     """Run the rank's work; report an exception (with the user's frame) or the normal end.
     Returns the exit code the rank should have."""
@@ -130,6 +148,10 @@ def main(argv: list[str] | None = None) -> None:
     store, watcher = _store(rank, world_size, target)
     guard = Guard(store, rank, world_size)
     guard.install()
+    if not under_our_launcher:  # python -m runtime_checks prepared the ranks' environment already
+        from .flight_recorder import prepare_environment
+
+        prepare_environment(os.environ, _cuda_available())  # read when the script creates its process group
     Watchdog(store.clone(), rank, threading.get_ident(), os.getppid(), guard).start()
     guard.push(P.START, pid=os.getpid(), host=os.uname().nodename, world_size=world_size,
                local_rank=int(os.environ.get("LOCAL_RANK", "0")), target=target)

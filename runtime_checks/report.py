@@ -173,6 +173,11 @@ def render_text(finding: Finding, report_path: str | None, stream=None) -> None:
         lines.append(stacks_line(stack_groups))
     lines.append(f"  why: {finding.why}")
     lines.append(f"  fix: {finding.hint}")
+    flight_recorder = finding.extra.get("flight_recorder")
+    if flight_recorder:
+        from .flight_recorder import text_lines
+
+        lines += text_lines(flight_recorder)
     if report_path:
         lines.append(f"  report (stacks, per-rank fingerprints): {report_path}")
         lines.append(f"  timeline: python -m runtime_checks view {report_path}")
@@ -193,9 +198,10 @@ def to_json(finding: Finding | None, watcher=None, trace: str | None = None) -> 
     return {"findings": [data], "exit_code": data["exit_code"], **({"trace": trace} if trace else {})}
 
 
-def write_json(finding: Finding | None, path: str, watcher=None, trace: str | None = None) -> None:
+def write_json(finding: Finding | None, path: str, watcher=None, trace: str | None = None) -> str | None:
     """The report; with a watcher, also the run's timeline (always with a finding: next to the
-    report, or at ``trace``), named under the report's top-level ``"trace"`` key."""
+    report, or at ``trace``), named under the report's top-level ``"trace"`` key. Returns the
+    timeline's path (``None`` without one)."""
     if watcher is not None and (finding is not None or trace):
         from .trace import trace_path_for, write_trace
 
@@ -208,3 +214,4 @@ def write_json(finding: Finding | None, path: str, watcher=None, trace: str | No
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(to_json(finding, watcher, trace), f, indent=2, default=str)
     os.replace(tmp, path)
+    return trace

@@ -107,13 +107,24 @@ def _page(finding: dict | None, culprit: int | None, collectives: int, ranks: in
                           f"<td>{html.escape(_site(g.row.get('site')))} <code>{html.escape(g.row.get('code') or '')}"
                           f"</code></td><td>{html.escape(g.role or '')}</td></tr>"
                           for g in group_rows(finding.get("rows", []), culprit))
-                + "</table>")
+                + "</table>" + _flight_recorder_html((finding.get("extra") or {}).get("flight_recorder")))
     style = ("body{font-family:sans-serif;margin:16px;color:#222}h1{font-size:18px}table{border-collapse:collapse;"
              "margin:8px 0}td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px;text-align:left}"
              "tr.culprit{background:#fde2e2}code{font-size:12px}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>runtime_checks timeline</title>"
             f"<style>{style}</style></head><body>{head}<p>{collectives} collectives on {ranks} ranks "
             f"(hover a bar for its op, shapes and line)</p>{svg}</body></html>\n")
+
+
+def _flight_recorder_html(fr: dict | None) -> str:
+    """Each group of ranks' last NCCL collective, from the flight recorder dumps, and the analyzer's command."""
+    if not fr:
+        return ""
+    rows = "".join(f"<tr{' class=culprit' if g.get('role') else ''}><td>{html.escape(ranks_cell(g['ranks']))}</td>"
+                   f"<td>{html.escape(str(g.get('text', '')))}</td></tr>" for g in fr.get("groups") or [])
+    command = f"<br><code>{html.escape(fr['command'])}</code>" if fr.get("command") else ""
+    return ("<p><b>NCCL flight recorder</b>, each rank's last collective (NCCL's sequence number, state):</p>"
+            f"<table><tr><th>ranks</th><th>last NCCL collective</th></tr>{rows}</table>{command}")
 
 
 def _site(site: dict | None) -> str:

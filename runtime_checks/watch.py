@@ -565,6 +565,20 @@ class Watcher:
         self.finding.rows = [self._refresh(row) for row in self.finding.rows]
         self.finding.extra["stack_groups"] = self.stack_groups()
 
+    def collect_flight_recorder(self, report_path: str) -> None:
+        """At a verdict that leaves live ranks inside a collective: where NCCL itself says each rank
+        is, from its flight recorder (:mod:`runtime_checks.flight_recorder`), into the finding's
+        ``extra["flight_recorder"]``; the raw dumps next to the report. Call after the stacks were
+        asked for (their answers say which ranks can dump). Nothing under gloo."""
+        if self.finding is None or not any(r.current is not None and not (r.died or r.finished)
+                                           for r in self.ranks.values()):
+            return
+        from . import flight_recorder
+
+        section = flight_recorder.section(self, report_path)
+        if section is not None:
+            self.finding.extra["flight_recorder"] = section
+
     def stack_groups(self) -> list[dict[str, Any]]:
         """Ranks grouped by where their Python stack stands, in the order of the report's groups
         (:mod:`runtime_checks.groups`): the culprit's group, then the smaller groups first (in a

@@ -109,13 +109,15 @@ class WatcherProcess:
                 shutil.rmtree(w.ring_dir, ignore_errors=True)
 
     def _conclude(self, finding) -> int:
+        from .flight_recorder import add_to_report
         from .report import render_text, write_json
 
         w = self.watcher
         w.fill_rows_with_stacks()
         path = self.report or P.DEFAULT_REPORT  # a finding always leaves its report behind
         render_text(finding, path)
-        write_json(finding, path, w, self.trace)
+        trace = write_json(finding, path, w, self.trace)
+        add_to_report(w, path, trace)  # after the verdict: a rank's first dump can take seconds
         code = P.EXIT_CODES[finding.kind]
         self._publish(P.ABORT, code)
         self._publish(P.FINAL, code)

@@ -83,7 +83,7 @@ def test_shape_mismatch_reports_every_rank_shape(distributed_run):
     assert {site(r) for r in result.finding["rows"]} == {("shape_mismatch.py", 7)}
 
 
-def test_hang_blames_the_rank_that_is_computing(distributed_run):
+def test_hang_blames_the_rank_that_is_computing(distributed_run, tmp_path):
     result = distributed_run(RUNTIME / "hang.py", timeout=3)
     assert (result.exit_code, result.kind) == (12, "hang")
     assert result.finding["culprit"] == 1
@@ -96,6 +96,9 @@ def test_hang_blames_the_rank_that_is_computing(distributed_run):
     assert sorted(tuple(g["ranks"]) for g in groups) == [(0,), (1,)]
     assert re.search(r"stacks: rank 1 at \S*hang\.py:9; rank 0 at \S*hang\.py:10", result.stderr)  # the culprit first
     assert result.row(0)["last_completed"]["seq"] == 0
+    # gloo: no NCCL flight recorder section, no dump folder (tests/test_flight_recorder.py has NCCL's)
+    assert "flight_recorder" not in result.finding["extra"] and "NCCL flight recorder" not in result.stderr
+    assert list(tmp_path.glob("*.flight_recorder")) == []
     assert result.leftover_pids == []
 
 
