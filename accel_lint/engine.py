@@ -724,8 +724,8 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 ops = [tuple(op) for op in summary.get(name, ())]
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
-                elif why != "guarded":  # only assigned from: what it returns matters
-                    ops = [op for op in ops if op[0] == ACCELERATOR_FACTORY or op[0] in MADE_FACTS]
+                elif why != "guarded":  # only assigned from: what it returns matters (a rank too)
+                    ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RANK_PREDICATE) or op[0] in MADE_FACTS]
                 if ops:
                     found[local] = ops
                 break

@@ -268,3 +268,42 @@ def test_a_rank_predicate_bound_to_a_constant_of_another_module_guards_like_one(
     (tmp_path / "pkg" / "train.py").write_text(GUARDED_BY_A_CONSTANT)
     _, found = json_findings("--no-cache", "--select", "AL301,AL401", str(tmp_path))
     assert sorted((d["code"], d["line"]) for d in found) == [("AL301", 10), ("AL401", 12)], found
+
+
+RANK_HELPERS = """\
+import os
+import torch.distributed as dist
+
+RANK = int(os.getenv("RANK", 0))
+
+
+def get_rank() -> int:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return int(os.environ.get("RANK", 0))
+"""
+
+USES_RANK_VALUES = """\
+import torch
+from accelerate import Accelerator
+from .dist_utils import RANK, get_rank
+
+accelerator = Accelerator()
+model = accelerator.prepare(torch.nn.Linear(2, 2))
+if RANK == 0:
+    torch.save({"step": 1}, "meta.pt")
+torch.save({"step": 1}, f"shard_{get_rank()}.pt")
+torch.save({"step": 1}, "every_rank.pt")
+"""
+
+
+def test_a_rank_exported_by_another_module_is_a_rank_where_it_is_read(tmp_path):
+    """`RANK = int(os.getenv("RANK"))` and a `get_rank()` helper in another module: `RANK == 0`
+    guards a block, and a path with `get_rank()` in it is each rank's own; the plain path is
+    still every rank's."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "dist_utils.py").write_text(RANK_HELPERS)
+    (tmp_path / "pkg" / "train.py").write_text(USES_RANK_VALUES)
+    _, found = json_findings("--no-cache", "--select", "AL401", str(tmp_path))
+    assert [d["line"] for d in found] == [10], found

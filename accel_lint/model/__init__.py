@@ -424,13 +424,15 @@ class FileModel:
         return out
 
     def predicate_constants(self) -> dict[str, str]:
-        """Module-level names bound once to a rank predicate (``MASTER = int(os.environ["RANK"])
-        == 0``) -> ``"main"`` / ``"local_main"``, for the modules that import them."""
+        """Module-level names bound once to a rank predicate or a rank (``MASTER = RANK == 0``,
+        ``RANK = int(os.environ["RANK"])``), and module functions that take no required
+        argument and return one on every path (``def get_rank(): return dist.get_rank()``) ->
+        ``"main"`` / ``"local_main"`` / ``"rank"`` / ``"local_rank"``, for the modules that import
+        them."""
         if not self.index.identifiers & {"environ", "getenv", "get_rank", "process_index", "is_main_process",
-                                         "local_process_index", "is_local_main_process"}:
+                                         "local_process_index", "is_local_main_process", "get_local_rank"}:
             return {}
-        from .ranks import LOCAL_MAIN, MAIN, OTHER_RANK
-        bound: dict[str, list[cst.BaseExpression]] = {}
+        bound: dict[str, list[cst.BaseExpression | None]] = {}
         for statement in self.index.module.body:
             if type(statement) is cst.SimpleStatementLine:
                 for small in statement.body:
@@ -441,13 +443,33 @@ class FileModel:
                                     small.value if type(target.target) is cst.Name else None)
         out = {}
         for name, values in bound.items():
-            if len(values) != 1 or values[0] is None:
-                continue  # rebound: which binding an importer sees is not known
-            vector = tuple(self.ranks.evaluate(values[0], c) for c in (MAIN, LOCAL_MAIN, OTHER_RANK))
-            where = {(True, False, False): "main", (True, True, False): "local_main"}.get(vector)
+            if len(values) == 1 and values[0] is not None:  # rebound: which one an importer sees is unknown
+                where = self._rank_role((values[0],))
+                if where is not None:
+                    out[name] = where
+        for name, fn in self.index.module_functions.items():
+            if any(p.default is None for p in fn.params.params) or fn.params.posonly_params:
+                continue
+            where = self._rank_role(tuple(self.objects.summaries[fn].return_exprs))
             if where is not None:
                 out[name] = where
         return out
+
+    def _rank_role(self, exprs: tuple) -> str | None:
+        """What every expression of ``exprs`` is, the same on each rank class: a predicate true on
+        the main process (``"main"``) or on each node's (``"local_main"``), or the global or local
+        rank itself."""
+        from .ranks import LOCAL_MAIN, MAIN, OTHER, OTHER_RANK
+        roles = set()
+        for expr in exprs:
+            vector = tuple(self.ranks.evaluate(expr, c) for c in (MAIN, LOCAL_MAIN, OTHER_RANK))
+            role = {(True, False, False): "main", (True, True, False): "local_main"}.get(vector)
+            if role is None:
+                raw = tuple(self.ranks.value_on(expr, c) for c in (MAIN, LOCAL_MAIN, OTHER_RANK))
+                if raw[0] in (0, "0") and raw[2] is OTHER:
+                    role = "rank" if raw[1] is OTHER else ("local_rank" if raw[1] in (0, "0") else None)
+            roles.add(role)
+        return roles.pop() if len(roles) == 1 and None not in roles else None
 
     @cached_property
     def forward_methods(self) -> dict[str, frozenset[str]]:
@@ -577,10 +599,14 @@ class FileModel:
         tested = {name for call in self.index.calls
                   if analysed and from_another_module(name := dotted_name(call.func)) and not call.args
                   and self._in_condition(call)}
-        # an imported constant in a condition (`if MASTER_PROCESS:`): it may be a rank predicate too
+        # an imported constant or argument-free call anywhere (`if MASTER_PROCESS:`,
+        # `f"out_{get_rank()}.json"`): it may be a rank predicate or a rank; only a module that
+        # says so makes this file be linted again
         if analysed:
-            tested |= {node.value for branch in self.index.branches for node in self.index.walk(branch.test)
-                       if type(node) is cst.Name and node.value in imported}
+            tested |= {node.value for node in self.index.parents if type(node) is cst.Name and node.value in imported
+                       and not self.objects.is_binding(node)}
+            tested |= {name for call in self.index.calls
+                       if not call.args and from_another_module(name := dotted_name(call.func))}
         # whatever an imported function returns is bound by an assignment: an accelerator
         # factory matters wherever it is called; so does what an argument of an assigned call
         # makes (`loader = DataLoader(Clips(...))`: a dataset class that keeps one rank's rows)
@@ -591,15 +617,18 @@ class FileModel:
             # not known to be an Accelerate program until another module says so (an
             # accelerator factory): which calls are guarded is only known in the second pass
             guarded = {dotted_name(call.func) for call in self.index.calls}
-        # why each name matters: "guarded" (its collectives count at a guarded call) or only
-        # "assigned" (it may be an accelerator factory)
-        def why(name: str) -> str:
-            return "guarded" if name in guarded else ("tested" if name in tested else "assigned")
-
         # a model class of the tree loaded with `Model.from_pretrained(...)` (also `.to(device)` after it):
         # what its methods do matters where the model is used
         pretrained = {name.rpartition(".")[0] for call in self.index.calls
                       if (name := dotted_name(call.func)) is not None and name.endswith(".from_pretrained")}
+
+        # why each name matters: "guarded" (its collectives count at a guarded call), "tested"
+        # (only read: it may be a rank predicate or a rank) or "assigned" (what it makes)
+        def why(name: str) -> str:
+            if name in guarded:
+                return "guarded"
+            return "tested" if name in tested and name not in assigned and name not in pretrained else "assigned"
+
         out = [(*where, local, why(local))
                for local, where in imported.items()
                if local in guarded or local in assigned or local in tested or local in pretrained]

@@ -103,6 +103,10 @@ class RankEvaluator:
         return out
 
     # -- public queries -------------------------------------------------------------
+    def value_on(self, expr: cst.BaseExpression, cls: RankClass) -> Any:
+        """What ``expr`` is on ``cls``, not reduced to a truth value (``OTHER`` for another rank's index)."""
+        return self._eval(expr, cls, 0)
+
     def evaluate(self, expr: cst.BaseExpression, cls: RankClass) -> Any:
         """``True``/``False`` when the condition is decided on ``cls``; ``UNIFORM`` or ``FORK`` otherwise."""
         value = self._eval(expr, cls, 0)
@@ -178,9 +182,11 @@ class RankEvaluator:
             known = _rank_attribute(attr, cls)
             if known is not _NOT_RANK:
                 return known
-            if attr in ("should_save", "should_log"):
-                # members only transformers' TrainingArguments has: true on the main process
-                # (per node with save_on_each_node)
+            if attr in ("should_save", "should_log") and (dotted_name(expr.value) or "").endswith("args"):
+                # transformers' TrainingArguments: true on the main process (per node with
+                # save_on_each_node). TrainerControl has members of the same names that are the
+                # same on every rank, and nothing in the file tells the two objects apart: the
+                # one guess by name left in the rank model (Trainer code calls them `args`)
                 return cls.pi == 0
             if attr == "local_rank" and self.defines_local_rank_arg and self._parsed_arguments(expr.value):
                 return cls.li
@@ -195,7 +201,7 @@ class RankEvaluator:
                 return passed
             where = self.objects.predicates.get(expr.value)
             if where is not None:  # `MASTER = RANK == 0` in another module of the tree, imported
-                return cls.pi == 0 if where == "main" else cls.li == 0
+                return _imported_role(where, cls)
         origin = value.origin if value is not None else None
         if origin is None and value is not None and 1 < len(value.alternatives) <= 4:
             # `flag = True` then `if acc is not None: flag = acc.is_main_process`: what each
@@ -306,8 +312,8 @@ class RankEvaluator:
         if qual.endswith(("distributed.is_initialized", "distributed.is_available")) and not call.args:
             return True  # in a job of several processes, the process group exists
         where = self.objects.predicates.get(name)
-        if where is not None:  # a rank predicate defined in another module of the tree
-            return cls.pi == 0 if where == "main" else cls.li == 0
+        if where is not None:  # a rank predicate (or a rank) defined in another module of the tree
+            return _imported_role(where, cls)
         if name == "getattr" and len(call.args) >= 2 and type(call.args[1].value) is cst.SimpleString:
             # `getattr(accelerator, "is_main_process", True)`: the attribute itself
             known = _rank_attribute(call.args[1].value.evaluated_value, cls)
@@ -441,3 +447,14 @@ def _compare(op, left: Any, right: Any) -> Any:
         return op(left, right)
     except TypeError:
         return UNIFORM
+
+
+def _imported_role(where: str, cls: RankClass) -> Any:
+    """What a name another module exports as a rank predicate or a rank is on ``cls``."""
+    if where == "main":
+        return cls.pi == 0
+    if where == "local_main":
+        return cls.li == 0
+    if where == "rank":
+        return cls.pi if cls.pi is OTHER else str(cls.pi)
+    return cls.li if cls.li is OTHER else str(cls.li)

@@ -322,9 +322,16 @@ def _bound_uses(model: FileModel):
                         yield call, "(a progress total)", *found
     for node in exits:
         if any(type(s) is cst.Break for s in model.index.walk(node.body)):
-            found = off(node.test)
-            if found is not None:
-                yield node.test, "(a loop exit)", *found
+            # the bound, not the loop's own counter (`step += 1`), which may start anywhere
+            loop = model.enclosing_loop(node)
+            counters = {model.code(n.target) for n in model.index.walk(loop) if type(n) is cst.AugAssign}
+            sides = [node.test.left, *(c.comparator for c in node.test.comparisons)]
+            bounds = [side for side in sides if model.code(side) not in counters]
+            for side in bounds if len(bounds) < len(sides) else [node.test]:
+                found = off(side)
+                if found is not None:
+                    yield node.test, "(a loop exit)", *found
+                    break
     for period in dict.fromkeys(periods):  # nested loops walk the same test twice
         found = off(period.right)
         if found is not None:

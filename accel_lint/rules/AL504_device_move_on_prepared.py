@@ -94,12 +94,27 @@ class DeviceMoveOnPrepared(Rule):
         import torch
         from accelerate import Accelerator
         accelerator = Accelerator()
+        critic = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(critic.parameters(), lr=0.1)
+        critic, optimizer = accelerator.prepare(critic, optimizer)
+        def step(batch, low_memory):
+            if low_memory:
+                critic.to(accelerator.device)  # brings back what the other branch offloads
+            loss = critic(batch).sum()
+            if low_memory:
+                critic.to("cpu")  # expect: AL504
+            return loss
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
         blocks = torch.nn.Linear(4, 4)
         optimizer = torch.optim.SGD(blocks.parameters(), lr=0.1)
         blocks, optimizer = accelerator.prepare(blocks, optimizer)
         def place(module, device):
-            module.to(device)  # expect: AL504
-        place(blocks, device=accelerator.device)  # the accelerator's device: only the no-op info
+            module.to(device)  # expect: AL504 (the accelerator's device, passed below)
+        place(blocks, device=accelerator.device)
         """,
         """\
         import torch
@@ -150,9 +165,28 @@ class DeviceMoveOnPrepared(Rule):
                 targets = [model.code(a.value) for a in call.args]
                 if len(call.args) == 1 and call.args[0].keyword is None and \
                         model.is_accelerator_device(call.args[0].value):
+                    if _moved_elsewhere(model, call):
+                        continue  # brings back a model the code offloads (`.to("cpu")` elsewhere): no no-op
                     yield Finding(call, f"`{name}.to({targets[0]})` on a prepared model does nothing: `prepare()` "
                                         f"already placed it on the accelerator's device", severity="info", evidence=evidence)
                 elif not model.after_training(call):
                     yield Finding(call, f"`{name}.to({', '.join(targets)})` on a prepared model changes the parameters "
                                         f"under the wrapper, whose hooks and placement then no longer match; "
                                         f"`prepare()` already placed it", evidence=evidence)
+
+
+def _moved_elsewhere(model: FileModel, call: cst.Call) -> bool:
+    """The same function moves the same model to another device (``.to("cpu")``, ``.cpu()``)."""
+    name = model.code(call.func.value)
+    scope = model.scope_of(call)
+    for other in model.calls_in(scope):
+        if other is call or not isinstance(other.func, cst.Attribute) or model.code(other.func.value) != name:
+            continue
+        if other.func.attr.value == "cpu":
+            return True
+        target = other.args[0].value if other.func.attr.value == "to" and other.args else None
+        if target is not None and (isinstance(target, cst.SimpleString) or (
+                isinstance(target, cst.Call) and model.code(target.func) == "torch.device")) \
+                and not model.is_accelerator_device(target):
+            return True  # a device, not a dtype
+    return False
