@@ -89,6 +89,8 @@ def main() -> None:
     for script in sorted(FIXTURES.glob("*.py")):
         if args.backend == "gloo" and "GPU ONLY" in script.read_text()[:200]:
             continue  # Accelerate's FSDP plugin and DeepSpeed need GPUs: no gloo row to compare with
+        if script.name.startswith("multinode_"):
+            continue  # 2 nodes x 2 ranks, in network namespaces: tests/test_multinode.py runs them
         r = run(script, args.backend)
         results[script.name] = r
         after = r["detected_after_s"]

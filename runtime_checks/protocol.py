@@ -33,6 +33,7 @@ STATE = "state"  # accelerate state after construction: num_processes, distribut
 START = "start"
 FINISH = "finish"  # the script returned normally
 EXCEPTION = "exception"  # the script raised
+DIED = "died"  # a node reader saw a rank of its host die: the rank's ring records ride along
 
 # finding kinds and exit codes (documented in the README)
 EXIT_CODES = {

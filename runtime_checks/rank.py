@@ -10,7 +10,9 @@ already has::
 Without a launcher-provided store (``RUNTIME_CHECKS_STORE``), global rank 0 starts the watcher
 process (:mod:`runtime_checks.watcher_process`), which serves the store on
 ``MASTER_ADDR:(MASTER_PORT + 1)`` (or ``RUNTIME_CHECKS_PORT``) and judges from outside every
-rank; on a finding every rank exits with the finding's exit code.
+rank; on a finding every rank exits with the finding's exit code. On every other node, local
+rank 0 starts the node reader (:mod:`runtime_checks.node_reader`): only a process of that host
+can read its ranks' rings and see them die.
 """
 
 from __future__ import annotations
@@ -37,16 +39,22 @@ def _parse(argv: list[str]) -> tuple[str, str, list[str]]:
     return "script", argv[0], argv[1:]
 
 
-def _store(rank: int, world_size: int, target: str):
-    """The store to push to, and (global rank 0 in in-rank mode) the watcher process serving it."""
-    from .guard import connect
-
-    address = os.environ.get(P.ENV_STORE)
-    if address:  # python -m runtime_checks hosts the store and watches
-        return connect(address, timeout=60), None
+def _in_rank_address() -> str:
+    """In-rank mode: where the watcher process serves the store (also kept in the environment:
+    the guard's ring folder is named after it)."""
     host = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get(P.ENV_PORT, int(os.environ.get("MASTER_PORT", "29500")) + 1))
     address = os.environ[P.ENV_STORE] = f"{host}:{port}"
+    return address
+
+
+def _store(rank: int, world_size: int, target: str, under_our_launcher: bool):
+    """The store to push to, and (global rank 0 in in-rank mode) the watcher process serving it."""
+    from .guard import connect
+
+    if under_our_launcher:  # python -m runtime_checks hosts the store and watches
+        return connect(os.environ[P.ENV_STORE], timeout=60), None
+    address = _in_rank_address()
     watcher = None
     if rank == 0:
         from . import watcher_process
@@ -145,7 +153,12 @@ def main(argv: list[str] | None = None) -> None:
 
     die_with_parent()
     under_our_launcher = bool(os.environ.get(P.ENV_STORE))
-    store, watcher = _store(rank, world_size, target)
+    reader = None
+    if not under_our_launcher and rank != 0 and os.environ.get("LOCAL_RANK") == "0":
+        from . import node_reader
+
+        reader = node_reader.spawn(_in_rank_address(), target)  # first: its start-up overlaps ours
+    store, watcher = _store(rank, world_size, target, under_our_launcher)
     guard = Guard(store, rank, world_size)
     guard.install()
     if not under_our_launcher:  # python -m runtime_checks prepared the ranks' environment already
@@ -156,6 +169,10 @@ def main(argv: list[str] | None = None) -> None:
     guard.push(P.START, pid=os.getpid(), host=os.uname().nodename, world_size=world_size,
                local_rank=int(os.environ.get("LOCAL_RANK", "0")), target=target)
     sys.argv = [target, *args]
+    if reader is not None:
+        # before the script: no rank of the job gets past its first collective before this node's
+        # ranks are watched, so a death is seen when it happens, not found later
+        node_reader.await_ready(reader)
 
     def body() -> None:
         if kind == "module":

@@ -61,13 +61,31 @@ def sweep_stale(min_age_s: float = 60.0) -> None:
             continue
 
 
-def _writer_alive(path: str) -> bool:
+def rings_in(folder: str) -> dict[int, str]:
+    """The ring files in ``folder``, by rank."""
+    import glob
+
+    found = {}
+    for path in glob.glob(os.path.join(folder, "rank*.ring")):
+        name = os.path.basename(path)[len("rank"):-len(".ring")]
+        if name.isdigit():
+            found[int(name)] = path
+    return found
+
+
+def writer_pid(path: str) -> int | None:
+    """The pid of the process that wrote the ring (``None``: no ring there, or not one yet)."""
     try:
         with open(path, "rb") as f:
             magic, _, _, pid = _HEADER.unpack(f.read(_HEADER.size))
     except (OSError, struct.error):
-        return False
-    if magic != MAGIC or pid <= 0:
+        return None
+    return pid if magic == MAGIC and pid > 0 else None
+
+
+def _writer_alive(path: str) -> bool:
+    pid = writer_pid(path)
+    if pid is None:
         return False
     try:
         os.kill(pid, 0)

@@ -21,6 +21,7 @@ from .report import Finding, _args_text, describe_site
 
 POLL_S = 0.05
 SETTLE_S = 0.25  # ranks send events in batches every 0.05 s: wait this long before describing a crash
+REMOTE_DEATH_S = 3.0  # peers raised "connection closed": how long a node reader's death notice may take
 KEEP_PER_RANK = 256
 TIMEOUT_CEILING_S = 540.0  # 90% of torch's default NCCL process-group timeout (600 s)
 TIMEOUT_FLOOR_S = 30.0
@@ -157,6 +158,8 @@ class Watcher:
         elif kind == P.EXCEPTION:
             r.exception = e
             r.died = False
+        elif kind == P.DIED:
+            self._died_elsewhere(r, e)
 
     def timeout(self) -> float:
         """The user's, or 20x the slowest observed interval between collectives, at least 30 s
@@ -176,14 +179,27 @@ class Watcher:
                 self.recover_from_ring(r)
                 self.settle_dead(r)
 
-    def recover_from_ring(self, dead: RankState) -> None:
-        """The events a dead rank wrote to its ring and never sent (the batch a native crash
-        cut off): the collective it died in, with its shapes and line."""
-        if self.ring_dir is None:
+    def _died_elsewhere(self, r: RankState, e: dict[str, Any]) -> None:
+        """A node reader saw a rank of its host die (this watcher cannot see a pid of another
+        host). Only for the process the rank announced at its start: a ring an earlier run left
+        on that host names another pid."""
+        if r.pid is None or e.get("pid") != r.pid or r.finished or r.exception or r.died:
             return
-        from .ring import read_ring, ring_path
+        r.died, r.died_at = True, e["t"]
+        self.recover_from_ring(r, e.get("ring") or [])
+        self.settle_dead(r)
 
-        for event in read_ring(ring_path(self.ring_dir, dead.rank)):
+    def recover_from_ring(self, dead: RankState, records: list[dict[str, Any]] | None = None) -> None:
+        """The events a dead rank wrote to its ring and never sent (the batch a native crash
+        cut off): the collective it died in, with its shapes and line. ``records``: the ring of a
+        rank of another host, forwarded by its node reader; else this host's ring is read."""
+        if records is None:
+            if self.ring_dir is None:
+                return
+            from .ring import read_ring, ring_path
+
+            records = read_ring(ring_path(self.ring_dir, dead.rank))
+        for event in records:
             kind = event.get("kind")
             if kind == P.ENTER and event.get("seq") not in dead.collectives:
                 self._apply(event)
@@ -268,7 +284,9 @@ class Watcher:
             # every exception says "the peer went away": look for the rank that did, and give
             # a dying peer a moment to show up before blaming a victim
             self.note_deaths()
-            if any(r.died for r in self.ranks.values()) or time.time() - min(r.exception["t"] for r in raised) < 4 * self.settle:
+            # a rank of another host is seen dead only when its node reader says so: longer on its way
+            wait = REMOTE_DEATH_S if self._alive_elsewhere() else 4 * self.settle
+            if any(r.died for r in self.ranks.values()) or time.time() - min(r.exception["t"] for r in raised) < wait:
                 return None
             causes = raised
         first = min(causes, key=lambda r: r.exception["t"])
@@ -291,6 +309,11 @@ class Watcher:
             extra={"traceback": exc.get("traceback", "")},
             detected_after=time.time() - exc["t"],
         )
+
+    def _alive_elsewhere(self) -> bool:
+        """Some rank of another host has not ended, as far as this watcher knows."""
+        return any(r.host and r.host != self.host and not (r.finished or r.exception or r.died)
+                   for r in self.ranks.values())
 
     def _shape_finding_from_exception(self, first: RankState) -> Finding:
         seqs = [r.current["seq"] for r in self.ranks.values() if r.current]
@@ -327,7 +350,7 @@ class Watcher:
                 f", the last `{last['op']}` at {describe_site(last['site'])}" if last else "")
         return Finding(
             kind="rank_died",
-            title=f"rank {first.rank} (pid {first.pid}) died without an exception"
+            title=f"rank {first.rank} (pid {first.pid}{self._on_host(first)}) died without an exception"
                   + (f" inside `{inside['op']}`" if inside is not None else ""),
             seq=inside["seq"] if inside is not None else first.count,
             rows=[self._row(x) for x in self.ranks.values()],
@@ -335,6 +358,11 @@ class Watcher:
             why=f"rank {first.rank} exited abruptly (killed, os._exit, or a crash in native code) {where}; {blocked}",
             hint="look for the OOM killer (dmesg), os._exit/sys.exit on one rank, or a native crash",
         )
+
+    def _on_host(self, r: RankState) -> str:
+        """``" on node1"`` where the ranks span several hosts (there, a pid alone names no process)."""
+        hosts = {x.host for x in self.ranks.values() if x.host}
+        return f" on {r.host}" if r.host and len(hosts) > 1 else ""
 
     def _mismatch(self) -> Finding | None:
         for seq in sorted(self._unchecked):

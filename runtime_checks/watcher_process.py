@@ -11,7 +11,9 @@ What runs where: the process runs on global rank 0's host in a session of its ow
 ``accelerate launch`` stop a rank by signalling its process group, and this process must outlive
 the ranks to report their deaths). Its stderr is rank 0's, so the verdict appears where rank 0's
 output does (the launcher's terminal); the report JSON goes to ``RUNTIME_CHECKS_REPORT``, else
-``runtime_checks_report.json`` in rank 0's working directory.
+``runtime_checks_report.json`` in rank 0's working directory. It reads the rings of the ranks of
+its own host and sees them die; those of other nodes are watched by each node's reader
+(:mod:`runtime_checks.node_reader`), whose ``died`` events arrive in the same queue.
 
 How it ends:
 
