@@ -148,8 +148,12 @@ def describe(value: Any, depth: int = 0) -> Any:
 class Guard:
     """One per rank: pushes fingerprints, runs the watchdog thread."""
 
+    active: Guard | None = None  # the guard installed in this process (read by bench/runtime_scale.py)
+
     def __init__(self, store, rank: int, world_size: int) -> None:
         self.store = store
+        # what this rank sent to the store: events, batches (one queue_push each) and their bytes
+        self.sent = {"events": 0, "batches": 0, "bytes": 0}
         self.rank = rank
         self.world_size = world_size
         self.seq = 0
@@ -158,7 +162,9 @@ class Guard:
         self._patched: list[tuple[Any, str, Any]] = []
         self._leave_lock = threading.Lock()
         self._buffer_lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # one flush at a time: batches reach the store in order
         self._buffer: list[dict[str, Any]] = []
+        self._wire: list[bytes] = []  # the same events, each encoded once (for the ring and the store)
         self._pending_leave: tuple[int, float] | None = None
         # collectives on CUDA tensors whose CPU call returned but whose GPU work may still be
         # queued (NCCL is asynchronous): (seq, cuda event recorded after the call), in order
@@ -173,15 +179,19 @@ class Guard:
     # -- recording -------------------------------------------------------------------------
     # Events are buffered and sent in batches by the watchdog thread (every FLUSH_S): a store
     # round trip on the training thread costs ~0.5 ms when the ranks keep every core busy.
-    # START, FINISH and EXCEPTION flush the buffer and go out at once.
+    # START, FINISH and EXCEPTION flush the buffer and go out at once. Each event is encoded
+    # once, on push: the ring keeps those bytes and the flush joins them into the batch (with
+    # the GIL, the watchdog thread's encoding stalled the training thread as much as its own).
     def push(self, kind: str, **fields: Any) -> None:
         if kind not in (P.ENTER,):
             fields.setdefault("prev_left", self.take_leave())
         fields.update(kind=kind, rank=self.rank, t=time.time())
+        data = P.encode_event(fields)
         if self.ring is not None and kind not in (P.FINISH, P.EXCEPTION):
-            self.ring.record(fields)  # survives the process: read by the watcher after a native crash
+            self.ring.record_encoded(data, fields)  # survives the process: read by the watcher after a native crash
         with self._buffer_lock:
             self._buffer.append(fields)
+            self._wire.append(data)
         if kind in (P.START, P.FINISH, P.EXCEPTION):
             self.flush(self.store)
         if kind in (P.FINISH, P.EXCEPTION) and self.ring is not None:
@@ -189,14 +199,28 @@ class Guard:
             ring.remove()
 
     def flush(self, store) -> None:
-        with self._buffer_lock:
-            batch, self._buffer = self._buffer, []
-            if not batch:
+        # the round trip happens outside the buffer's lock: a push on the training thread never
+        # waits for the store (it did, one round trip in every flush it met)
+        with self._flush_lock:
+            with self._buffer_lock:
+                wire, self._wire, self._buffer = self._wire, [], []
+            if not wire:
                 return
             try:
-                store.queue_push(P.EVENTS_QUEUE, P.encode(batch))  # type: ignore[arg-type]
+                message = P.encode_batch(wire)
+                store.queue_push(P.EVENTS_QUEUE, message)  # type: ignore[arg-type]
+                self.sent["events"] += len(wire)
+                self.sent["batches"] += 1
+                self.sent["bytes"] += len(message)
             except Exception:  # the watcher is gone: never break the user's program for it
                 pass
+
+    def _buffer_event(self, event: dict[str, Any]) -> None:
+        """Queue an event the watchdog thread made (a LEAVE) for the next flush."""
+        data = P.encode_event(event)
+        with self._buffer_lock:
+            self._buffer.append(event)
+            self._wire.append(data)
 
     # A LEAVE is not sent at once: the next ENTER carries it (``prev_left``), which halves
     # the messages; the watchdog thread flushes it when the rank computes for a while, so
@@ -205,7 +229,8 @@ class Guard:
         with self._leave_lock:
             self._pending_leave = (seq, time.time())
             if self.ring is not None:
-                self.ring.record({"kind": P.LEAVE, "rank": self.rank, "seq": seq, "t": self._pending_leave[1]})
+                self.ring.record_encoded(P.encode_event({"kind": P.LEAVE, "rank": self.rank, "seq": seq,
+                                                         "t": self._pending_leave[1]}))
 
     def take_leave(self) -> float | None:
         pending = self.take_leave_record()
@@ -240,8 +265,8 @@ class Guard:
                 done.append(seq)
         if done:
             now = time.time()
-            with self._buffer_lock:
-                self._buffer.extend({"kind": P.LEAVE, "rank": self.rank, "seq": seq, "t": now} for seq in done)
+            for seq in done:
+                self._buffer_event({"kind": P.LEAVE, "rank": self.rank, "seq": seq, "t": now})
 
     def flush_leave(self, older_than: float, store) -> None:
         with self._leave_lock:
@@ -249,8 +274,7 @@ class Guard:
             if pending is None or time.time() - pending[1] < older_than:
                 return
             self._pending_leave = None
-        with self._buffer_lock:
-            self._buffer.append({"kind": P.LEAVE, "rank": self.rank, "seq": pending[0], "t": pending[1]})
+        self._buffer_event({"kind": P.LEAVE, "rank": self.rank, "seq": pending[0], "t": pending[1]})
 
     def wrap(self, fn: Callable, op: str, op_kind: str, method: bool, checkpoint: bool = False,
              fingerprint_args: bool = True) -> Callable:
@@ -321,6 +345,7 @@ class Guard:
         from accelerate.state import PartialState
 
         global _SKIP_DIRS, _MODULE_CALL_CODES
+        Guard.active = self
         _SKIP_DIRS = _library_dirs()
         _MODULE_CALL_CODES = _module_call_codes()
         for name, kind in C.TORCH_DISTRIBUTED_OPS.items():

@@ -62,7 +62,7 @@ def launch(target: list[str], module: bool, nproc: int | None, timeout: float | 
     watcher = Watcher(store, nproc, timeout)
     sweep_stale()
     watcher.ring_dir = ring_dir(os.environ[P.ENV_STORE])
-    watch = _WatchThread(watcher, report, trace)
+    watch = _WatchThread(watcher, report, trace, None if module else target[0])
     watch.start()
     args = torchrun.parse_args([
         "--standalone", "--nproc-per-node", str(nproc), "--monitor-interval", "0.5",
@@ -120,8 +120,10 @@ def _unexplained_failure(watcher: Watcher, failures: dict[int, int]) -> Finding:
 
 
 class _WatchThread(threading.Thread):
-    def __init__(self, watcher: Watcher, report: str | None, trace: str | None = None) -> None:
+    def __init__(self, watcher: Watcher, report: str | None, trace: str | None = None,
+                 script: str | None = None) -> None:
         super().__init__(name="runtime_checks-watcher", daemon=True)
+        self.script = script  # its model is built before the first look, as the watcher process does
         self.watcher = watcher
         self.report = report
         self.trace = trace
@@ -130,6 +132,10 @@ class _WatchThread(threading.Thread):
         self._lock = threading.Lock()
 
     def run(self) -> None:
+        if self.script:
+            from .report import warm
+
+            warm(self.script)
         while not self._stop_event.is_set():
             self.watcher.drain()
             finding = self.watcher.check()

@@ -55,6 +55,19 @@ def encode(message: dict[str, Any] | list[dict[str, Any]]) -> str:
     return json.dumps(message, separators=(",", ":"), default=str)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)  # what encode() writes, made once
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    """One event as compact JSON bytes: a rank encodes each event once, for its ring and the store."""
+    return _ENCODER.encode(event).encode("utf-8")
+
+
+def encode_batch(encoded: list[bytes]) -> bytes:
+    """Events already encoded by :func:`encode_event` as one message (the same as ``encode`` of the list)."""
+    return b"[" + b",".join(encoded) + b"]"
+
+
 def decode(raw: bytes) -> list[dict[str, Any]]:
     message = json.loads(raw.decode("utf-8"))
     return message if isinstance(message, list) else [message]

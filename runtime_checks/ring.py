@@ -24,6 +24,8 @@ import struct
 import tempfile
 from typing import Any
 
+from .protocol import encode_event
+
 MAGIC = b"RCR1"
 SLOTS = 64
 SLOT_BYTES = 2048
@@ -122,8 +124,13 @@ class Ring:
             pass
 
     def record(self, event: dict[str, Any]) -> None:
-        data = json.dumps(event, separators=(",", ":"), default=str).encode("utf-8")
+        self.record_encoded(encode_event(event), event)
+
+    def record_encoded(self, data: bytes, event: dict[str, Any] | None = None) -> None:
+        """Write an event already encoded (:func:`~runtime_checks.protocol.encode_event`); ``event``
+        (else decoded from ``data``) serves only when the event is too large for its slot."""
         if len(data) > SLOT_BYTES - _LENGTH.size:
+            event = event if event is not None else json.loads(data)
             event = {k: v for k, v in event.items() if k not in ("args", "traceback")}
             event["args"] = "(too large for the ring)"
             data = json.dumps(event, separators=(",", ":"), default=str).encode("utf-8")[: SLOT_BYTES - _LENGTH.size]

@@ -182,15 +182,19 @@ class WatcherProcess:
         return not alive and time.time() - self._last_event > ORPHAN_S
 
 
-def _warm_up() -> None:
+def _warm_up(target: list[str] | None = None) -> None:
     """Import what the verdict needs (the linter's model of the file, for the rank-dependent
-    branch) while the ranks start, not after the timeout."""
+    branch) and build that model of the script while the ranks start, not after the timeout."""
     try:
         import libcst  # noqa: F401
 
         import accel_lint.model  # noqa: F401
 
         from . import report, trace  # noqa: F401
+
+        script = [t for t in (target or []) if t != "--"][:1]
+        if script:
+            report.warm(script[0])
     except Exception:
         pass
 
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     from .ring import sweep_stale
 
     sweep_stale()
-    _warm_up()
+    _warm_up(ns.target)
     timeout = float(os.environ[P.ENV_TIMEOUT]) if os.environ.get(P.ENV_TIMEOUT) else None
     process = WatcherProcess(store, ns.store, ns.world_size, timeout, os.environ.get(P.ENV_REPORT),
                              os.environ.get(P.ENV_TRACE) or None, ns.rank0_pid)
