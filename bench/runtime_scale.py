@@ -12,7 +12,7 @@ Accelerate, one ``accelerator.backward`` and one ``accelerator.gather`` per step
 * ``divergence``: guarded, and at ``--diverge-step`` the last rank calls
   ``accelerator.wait_for_everyone()`` instead of the gather (another collective on another line).
 
-Every arm has the same environment: ``OMP_NUM_THREADS=1``, ``ACCELERATE_USE_CPU=1`` and
+Every arm has the same environment: ``OMP_NUM_THREADS=1``, ``ACCELERATE_USE_CPU=1``, ``CUDA_VISIBLE_DEVICES=`` (gloo on CPU even on a GPU host) and
 ``ACCELERATE_DEBUG_MODE=0`` (``--accelerate-debug``). Left unset, the guard turns Accelerate's
 debug mode on, which adds a ``gather_object`` of the shapes to every Accelerate collective
 (1.5-1.6x on a 2-rank loop, bench/runtime_overhead.py): that is Accelerate's cost, and in both
@@ -157,7 +157,7 @@ def launch(arm: str, world: int, args, diverge_step: int = -1) -> dict:
     out_dir, report, anomaly = tmp / "out", tmp / "report.json", tmp / "anomaly"
     out_dir.mkdir()
     steps = args.steps if diverge_step < 0 else max(1, diverge_step + 5 - args.warmup)
-    env = {**os.environ, TOKEN_VAR: token, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1",
+    env = {**os.environ, TOKEN_VAR: token, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "CUDA_VISIBLE_DEVICES": "",
            "ACCELERATE_DEBUG_MODE": args.accelerate_debug,
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
            "SCALE_STEPS": str(steps), "SCALE_WARMUP": str(args.warmup), "SCALE_DIVERGE_STEP": str(diverge_step),
