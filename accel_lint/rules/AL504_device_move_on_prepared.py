@@ -99,11 +99,10 @@ class DeviceMoveOnPrepared(Rule):
         critic, optimizer = accelerator.prepare(critic, optimizer)
         def step(batch, low_memory):
             if low_memory:
-                critic.to(accelerator.device)  # brings back what the other branch offloads
-            loss = critic(batch).sum()
-            if low_memory:
                 critic.to("cpu")  # expect: AL504
-            return loss
+                batch = batch.to(accelerator.device)
+                critic.to(accelerator.device)  # brings back what was offloaded above: no no-op
+            return critic(batch).sum()
         """,
         """\
         import torch
@@ -176,17 +175,20 @@ class DeviceMoveOnPrepared(Rule):
 
 
 def _moved_elsewhere(model: FileModel, call: cst.Call) -> bool:
-    """The same function moves the same model to another device (``.to("cpu")``, ``.cpu()``)."""
+    """Earlier in the same function the same model went to another device (``.to("cpu")``,
+    ``.cpu()``) and nothing brought it back before ``call``: ``call`` restores it, no no-op."""
     name = model.code(call.func.value)
-    scope = model.scope_of(call)
-    for other in model.calls_in(scope):
-        if other is call or not isinstance(other.func, cst.Attribute) or model.code(other.func.value) != name:
+    line = model.line_of(call)
+    moves = []  # (line, is an offload) of the same model, before `call`
+    for other in model.calls_in(model.scope_of(call)):
+        if other is call or not isinstance(other.func, cst.Attribute) or model.code(other.func.value) != name \
+                or model.line_of(other) >= line:
             continue
-        if other.func.attr.value == "cpu":
-            return True
         target = other.args[0].value if other.func.attr.value == "to" and other.args else None
-        if target is not None and (isinstance(target, cst.SimpleString) or (
-                isinstance(target, cst.Call) and model.code(target.func) == "torch.device")) \
-                and not model.is_accelerator_device(target):
-            return True  # a device, not a dtype
-    return False
+        if other.func.attr.value == "cpu" or (target is not None and (isinstance(target, cst.SimpleString) or (
+                isinstance(target, cst.Call) and model.code(target.func) == "torch.device"))
+                and not model.is_accelerator_device(target)):
+            moves.append((model.line_of(other), True))
+        elif target is not None and model.is_accelerator_device(target):
+            moves.append((model.line_of(other), False))
+    return bool(moves) and max(moves)[1]
