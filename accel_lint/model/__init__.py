@@ -429,18 +429,32 @@ class FileModel:
         argument and return one on every path (``def get_rank(): return dist.get_rank()``) ->
         ``"main"`` / ``"local_main"`` / ``"rank"`` / ``"local_rank"``, for the modules that import
         them."""
-        if not self.index.identifiers & {"environ", "getenv", "get_rank", "process_index", "is_main_process",
-                                         "local_process_index", "is_local_main_process", "get_local_rank"}:
+        sources = {"environ", "getenv", "get_rank", "process_index", "is_main_process", "local_process_index",
+                   "is_local_main_process", "get_local_rank"}
+        if not self.index.identifiers & sources:
             return {}
+
+        def mentions(node: cst.CSTNode, names: set[str]) -> bool:
+            return any(type(n) is cst.Name and n.value in names for n in self.index.walk(node))
+
+        # only what mentions a rank source (or a constant that does) is evaluated: building the
+        # rank model of a large module that merely reads `os.environ` elsewhere costs seconds
+        reading = set(sources)
         bound: dict[str, list[cst.BaseExpression | None]] = {}
         for statement in self.index.module.body:
             if type(statement) is cst.SimpleStatementLine:
                 for small in statement.body:
                     if type(small) is cst.Assign:
+                        relevant = mentions(small.value, reading)
                         for target in small.targets:
                             for name in bound_names(target.target):
                                 bound.setdefault(name, []).append(
-                                    small.value if type(target.target) is cst.Name else None)
+                                    small.value if type(target.target) is cst.Name and relevant else None)
+                                if relevant:
+                                    reading.add(name)
+        candidates = [fn for fn in self.index.module_functions.values() if mentions(fn.body, sources)]
+        if not candidates and all(v is None for values in bound.values() for v in values):
+            return {}
         out = {}
         for name, values in bound.items():
             if len(values) == 1 and values[0] is not None:  # rebound: which one an importer sees is unknown
@@ -448,7 +462,7 @@ class FileModel:
                 if where is not None:
                     out[name] = where
         for name, fn in self.index.module_functions.items():
-            if any(p.default is None for p in fn.params.params) or fn.params.posonly_params:
+            if fn not in candidates or any(p.default is None for p in fn.params.params) or fn.params.posonly_params:
                 continue
             where = self._rank_role(tuple(self.objects.summaries[fn].return_exprs))
             if where is not None:
