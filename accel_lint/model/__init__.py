@@ -404,7 +404,8 @@ class FileModel:
             if ops:
                 out[name] = ops
         for name, facts in self.made_facts().items():
-            out[name] = [*out.get(name, []), *facts]
+            known = out.get(name, [])
+            out[name] = [*known, *(fact for fact in facts if fact not in known)]  # a predicate both say once
         return out
 
     def made_facts(self) -> dict[str, list[tuple[str, str]]]:
@@ -544,9 +545,8 @@ class FileModel:
         exprs = self.objects.summaries[fn].return_exprs
         if len(exprs) != 1:
             return None
-        from .ranks import LOCAL_MAIN, MAIN, OTHER_RANK
-        values = tuple(self.ranks.evaluate(exprs[0], c) for c in (MAIN, LOCAL_MAIN, OTHER_RANK))
-        return {(True, False, False): "main", (True, True, False): "local_main"}.get(values)
+        role = self._rank_role(tuple(exprs))
+        return role if role in ("main", "local_main") else None
 
     # keys of a prepared_arguments() entry that are not parameters: every call of the function
     # from this file, and the calls that run on every rank
@@ -616,7 +616,7 @@ class FileModel:
         # an imported constant or argument-free call anywhere (`if MASTER_PROCESS:`,
         # `f"out_{get_rank()}.json"`): it may be a rank predicate or a rank; only a module that
         # says so makes this file be linted again
-        if analysed:
+        if analysed and self.index.identifiers & imported.keys():
             tested |= {node.value for node in self.index.parents if type(node) is cst.Name and node.value in imported
                        and not self.objects.is_binding(node)}
             tested |= {name for call in self.index.calls
