@@ -15,6 +15,36 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # The else arm of `args.x if args.x is not None else <prepared>.config.x`, where the file's
+    # argparse gives `--x` a number default: no launch evaluates it (nor an `if args.x is None:`
+    # body); the same read outside any such arm is reported.
+    "dead_arm_behind_an_argparse_default": ("""
+        import argparse
+        from accelerate import Accelerator
+        from transformers import AutoModelForSpeechSeq2Seq
+
+        def parse():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--num_beams", type=int, default=1)
+            parser.add_argument("--max_len", type=int, default=225)
+            return parser.parse_args()
+
+        def evaluate(args, accelerator, model, batch):
+            beams = args.num_beams if args.num_beams is not None else model.config.num_beams
+            length = model.config.max_length if args.max_len is None else args.max_len
+            if args.num_beams is None:
+                beams = model.config.num_beams
+            return accelerator.unwrap_model(model).generate(batch, num_beams=beams, max_length=length)
+
+        def main():
+            args = parse()
+            accelerator = Accelerator()
+            model = accelerator.prepare(AutoModelForSpeechSeq2Seq.from_pretrained("w"))
+            vocab = model.config.vocab_size
+            evaluate(args, accelerator, model, None)
+
+        main()
+    """, [(22, "AL501")]),
     # Step arithmetic recomputed after prepare, with a flag that says whether the step budget
     # came from the loader: the loop bound holds the post-prepare values on every path.
     "steps_recomputed_after_prepare_with_override_flag": ("""

@@ -65,6 +65,7 @@ class FileIndex:
         self.calls: list[cst.Call] = []
         self.loops: list[cst.For | cst.While] = []
         self.branches: list[cst.If | cst.While] = []  # every if and while, in source order
+        self.conditional_expressions: list[cst.IfExp] = []
         self.exits: list[cst.Break | cst.Continue | cst.Return] = []
         self.string_literals: set[str] = set()
         self.import_froms: list[cst.ImportFrom] = []
@@ -150,6 +151,9 @@ class FileIndex:
     def _enter_if(self, node: cst.If) -> None:
         self.branches.append(node)
 
+    def _enter_ifexp(self, node: cst.IfExp) -> None:
+        self.conditional_expressions.append(node)
+
     def _enter_exit(self, node: cst.Break | cst.Continue | cst.Return) -> None:
         self.exits.append(node)
 
@@ -164,7 +168,7 @@ class FileIndex:
         cst.ClassDef: _enter_class, cst.FunctionDef: _enter_function, cst.Import: _enter_import,
         cst.ImportFrom: _enter_import, cst.Call: _enter_call, cst.For: _enter_loop, cst.While: _enter_loop,
         cst.SimpleString: _enter_string, cst.Name: _enter_name, cst.If: _enter_if, cst.Break: _enter_exit,
-        cst.Continue: _enter_exit, cst.Return: _enter_exit,
+        cst.Continue: _enter_exit, cst.Return: _enter_exit, cst.IfExp: _enter_ifexp,
     }
     _LEAVE = {cst.ClassDef: _leave_class, cst.FunctionDef: _leave_function}
 
@@ -212,12 +216,31 @@ class FileIndex:
             if kids:
                 stack.extend(reversed(kids))
 
+    def live_walk(self, node: cst.CSTNode):
+        """:meth:`walk` that does not enter :attr:`dead_arms` (``node`` itself excepted)."""
+        dead = self.dead_arms
+        if not dead:
+            yield from self.walk(node)
+            return
+        stack = [node]
+        children = self.children
+        while stack:
+            n = stack.pop()
+            if n is not node and (type(n) in _NESTED_SCOPES or n in dead):
+                continue
+            yield n
+            kids = children.get(n)
+            if kids:
+                stack.extend(reversed(kids))
+
     @cached_property
     def cli_defaults_not_none(self) -> frozenset[str]:
         """Destinations of ``parser.add_argument("--name", default=<number or string>)`` whose
         value can never be ``None``: argparse fills the default, and the command line can only
         give a value of the option's type. An option the file assigns ``None`` anywhere is
         left out."""
+        if "add_argument" not in self.identifiers:
+            return frozenset()
         declared = set()
         for call in self.calls:
             if not (type(call.func) is cst.Attribute and call.func.attr.value == "add_argument"):
@@ -243,6 +266,40 @@ class FileIndex:
                         declared.discard(target.target.attr.value)
         return frozenset(declared)
 
+    @cached_property
+    def dead_arms(self) -> frozenset[cst.CSTNode]:
+        """The arms of conditional expressions and ``if`` statements that no launch runs, by
+        :meth:`known_test`: what they read and call is never evaluated."""
+        if not self.cli_defaults_not_none:
+            return frozenset()
+        dead = set()
+        for node in (*self.conditional_expressions, *self.branches):
+            if type(node) is cst.While:
+                continue
+            known = self.known_test(node.test)
+            if known is True and node.orelse is not None:
+                dead.add(node.orelse)
+            elif known is False:
+                dead.add(node.body)
+        return frozenset(dead)
+
+    def known_test(self, test: cst.BaseExpression) -> bool | None:
+        """The value a branch test has on every launch, when the file tells: ``<args>.<option>
+        is None`` is ``False`` (and ``is not None`` is ``True``) where the file's argparse
+        declares that option with a number or string default and never assigns it ``None``
+        (``cli_defaults_not_none``). ``None`` otherwise. Every walk that splits paths at a
+        branch asks this, so a dead arm is dead for every rule."""
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Attribute:
+            return None
+        target = test.comparisons[0]
+        if not (type(target.comparator) is cst.Name and target.comparator.value == "None"):
+            return None
+        if type(target.operator) not in (cst.Is, cst.IsNot):
+            return None
+        if test.left.attr.value not in self.cli_defaults_not_none:
+            return None
+        return type(target.operator) is cst.IsNot
+
     def loads_in(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
         """Every ``Name``/``Attribute`` inside ``node`` (outside nested scopes), cached."""
         found = self._loads.get(node)
@@ -250,7 +307,7 @@ class FileIndex:
             parents = self.parents
             # the ``attr`` of ``torch.accelerator`` is part of that attribute, and the keyword of
             # ``f(accelerator=stub)`` names a parameter: neither reads a variable ``accelerator``
-            found = [n for n in self.walk(node) if type(n) in _NAME_READS
+            found = [n for n in self.live_walk(node) if type(n) in _NAME_READS
                      and not (type(n) is cst.Name and type(parents.get(n)) is cst.Attribute and parents[n].attr is n)
                      and not (type(n) is cst.Name and type(parents.get(n)) is cst.Arg and parents[n].keyword is n)
                      and not self._in_import_path(n)]
@@ -269,7 +326,7 @@ class FileIndex:
         """Every call inside ``node`` (outside nested scopes), in source order, cached."""
         found = self._calls_in.get(node)
         if found is None:
-            found = [n for n in self.walk(node) if type(n) is cst.Call]
+            found = [n for n in self.live_walk(node) if type(n) is cst.Call]
             self._calls_in[node] = found
         return found
 

@@ -377,9 +377,9 @@ class LoaderLengths:
 
     def _split(self, test: cst.BaseExpression, paths: list[_Path]) -> tuple[list[_Path], list[_Path]]:
         """The paths that take the ``if`` and those that do not, for a test of a flag."""
-        never_none = self._never_none_test(test)
-        if never_none is not None:  # `args.max_train_steps is None` with a default of 5000
-            return ([], [p.copy() for p in paths]) if never_none else ([p.copy() for p in paths], [])
+        known = self.index.known_test(test)
+        if known is not None:  # `args.max_train_steps is None` with a default of 5000
+            return ([p.copy() for p in paths], []) if known else ([], [p.copy() for p in paths])
         negate = False
         while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             negate = not negate
@@ -399,21 +399,6 @@ class LoaderLengths:
             else:
                 other.append(path.copy())
         return taken, other
-
-    def _never_none_test(self, test: cst.BaseExpression) -> bool | None:
-        """For ``<args>.<option> is None`` (``True``) or ``is not None`` (``False``), where the
-        file's argparse declares that option with a number or string default and never assigns
-        ``None`` to it: the test's value is known. ``None`` otherwise."""
-        if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Attribute:
-            return None
-        target = test.comparisons[0]
-        if not (type(target.comparator) is cst.Name and target.comparator.value == "None"):
-            return None
-        if type(target.operator) not in (cst.Is, cst.IsNot):
-            return None
-        if test.left.attr.value not in self.index.cli_defaults_not_none:
-            return None
-        return type(target.operator) is cst.Is
 
     def _small(self, small: cst.CSTNode, paths: list[_Path]) -> list[_Path]:
         self._record(small, paths)

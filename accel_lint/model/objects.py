@@ -765,6 +765,9 @@ class ObjectTracker:
                 return replace(base, container=False, origin=expr if base.origin is not None else None)
             return None
         if isinstance(expr, cst.IfExp):
+            known = self.index.known_test(expr.test)
+            if known is not None:  # `args.n if args.n is not None else ...` with a CLI default
+                return self.value_of(expr.body if known else expr.orelse, env)
             # `Accelerator(log_with=...) if track else Accelerator()`: what either branch holds
             body, orelse = self.value_of(expr.body, env), self.value_of(expr.orelse, env)
             if body is None or orelse is None:
@@ -1252,6 +1255,15 @@ class ObjectTracker:
             return env
         if isinstance(stmt, cst.If):
             self._record(stmt.test, env)
+            known = self.index.known_test(stmt.test)
+            if known is True:
+                return self._block(stmt.body.body, env)
+            if known is False:
+                if stmt.orelse is None:
+                    return env
+                if isinstance(stmt.orelse, cst.If):
+                    return self._stmt(stmt.orelse, env)
+                return self._block(stmt.orelse.body.body, env)
             then = self._block(stmt.body.body, dict(env))
             if stmt.orelse is None:
                 other: Env | None = env
