@@ -491,10 +491,11 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
     ``models.py`` with no Accelerate in it): read from that module when a linted file imports a
     name from it and binds the result. The modules are read in ``jobs`` workers first when there
     are enough of them (a large tree imports hundreds)."""
+    rank_only = _asked_only_for_ranks(results, exporting, linted)
     if jobs > 1:
-        _read_helper_facts_in_workers(results, exporting, linted, cache_dir, jobs)
-    for candidate, name in _unexported_imports(results, exporting, linted):
-        facts = _helper_facts(candidate, cache_dir)
+        _read_helper_facts_in_workers(results, exporting, linted, cache_dir, jobs, rank_only)
+    for candidate, name, _why in _unexported_imports(results, exporting, linted):
+        facts = _helper_facts(candidate, cache_dir, candidate in rank_only)
         if name not in facts and candidate.endswith("__init__.py"):
             # a package that re-exports a class of one of its modules
             # (`from .modeling import Net` in its __init__.py)
@@ -505,27 +506,38 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
 
 
 def _unexported_imports(results: list[LintResult], exporting: dict[str, dict], linted: set[str]
-                        ) -> Iterator[tuple[str, str]]:
-    """(module file, name) for each name a linted file imports from a module of the tree whose
-    summary says nothing of that name (yet: the caller may add it while iterating)."""
+                        ) -> Iterator[tuple[str, str, str]]:
+    """(module file, name, why) for each name a linted file imports from a module of the tree
+    whose summary says nothing of that name (yet: the caller may add it while iterating)."""
     for r in results:
         here = os.path.dirname(os.path.abspath(r.path))
-        for level, module, name, _local, _why in r.imports or ():
+        for level, module, name, _local, why in r.imports or ():
             for candidate in _module_files(here, level, module):
                 if candidate not in linted:
                     continue
                 if name not in exporting.get(candidate, {}):
-                    yield candidate, name
+                    yield candidate, name, why
                 break
 
 
+def _asked_only_for_ranks(results: list[LintResult], exporting: dict[str, dict], linted: set[str]) -> set[str]:
+    """Modules every importer asks only about names it reads (``"tested"``: a rank or rank
+    predicate is all such a name can tell): a module that mentions no rank source has nothing
+    to say of them, and need not be parsed (most modules a large tree imports)."""
+    asked: dict[str, bool] = {}
+    for candidate, _name, why in _unexported_imports(results, exporting, linted):
+        asked[candidate] = asked.get(candidate, True) and why == "tested"
+    return {candidate for candidate, only in asked.items() if only}
+
+
 def _read_helper_facts_in_workers(results: list[LintResult], exporting: dict[str, dict], linted: set[str],
-                                  cache_dir: Path | None, jobs: int) -> None:
+                                  cache_dir: Path | None, jobs: int, rank_only: set[str]) -> None:
     """Fill the per-process memo of ``_helper_facts`` for every module ``_add_helper_facts`` may
     ask about, in worker processes."""
     wanted: set[str] = set()
-    for candidate, name in _unexported_imports(results, exporting, linted):
-        wanted.add(candidate)
+    for candidate, name, _why in _unexported_imports(results, exporting, linted):
+        if candidate not in rank_only or _mentions_a_rank_source(candidate):
+            wanted.add(candidate)
         source = _reexported_from(candidate, name) if candidate.endswith("__init__.py") else None
         if source in linted:
             wanted.add(source)
@@ -591,15 +603,32 @@ def _reexported_from(init: str, name: str) -> str | None:
 _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
 
 
-def _helper_facts(path: str, cache_dir: Path | None = None) -> dict[str, list[tuple[str, str]]]:
+def _mentions_a_rank_source(path: str) -> bool:
+    """The module's text names a rank source (``RANK_SOURCE_NAMES``): without one, it exports
+    no rank and no rank predicate."""
+    from .model import RANK_SOURCE_NAMES
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return any(name.encode() in data for name in RANK_SOURCE_NAMES)
+
+
+def _helper_facts(path: str, cache_dir: Path | None = None, rank_only: bool = False) -> dict[str, list[tuple[str, str]]]:
     """``FileModel.made_facts`` of a module, parsed once per version of the file in a process,
-    and kept in the on-disk cache by content between runs (a warm run parses nothing)."""
+    and kept in the on-disk cache by content between runs (a warm run parses nothing).
+    ``rank_only``: the caller needs only its ranks and rank predicates, so a module that names
+    no rank source is not parsed (and nothing is remembered for it)."""
     try:
         key = _stat_key(path)
         if key is None:
             return {}
         if key in _HELPER_FACTS:
             return _HELPER_FACTS[key]
+        if rank_only and not _mentions_a_rank_source(path):
+            return {}
         with open(path, "rb") as f:
             data = f.read()
         cache = ResultCache(cache_dir) if cache_dir is not None else None

@@ -80,6 +80,11 @@ def shorten(text: str, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# the names a module must mention for ``predicate_constants`` to find a rank or rank predicate in
+# it (the engine skips parsing a helper module asked only about such names when none occurs)
+RANK_SOURCE_NAMES = frozenset({"environ", "getenv", "get_rank", "process_index", "is_main_process",
+                               "local_process_index", "is_local_main_process", "get_local_rank"})
+
 class FileModel:
     """Everything the rules may ask about one parsed file."""
 
@@ -430,8 +435,7 @@ class FileModel:
         argument and return one on every path (``def get_rank(): return dist.get_rank()``) ->
         ``"main"`` / ``"local_main"`` / ``"rank"`` / ``"local_rank"``, for the modules that import
         them."""
-        sources = {"environ", "getenv", "get_rank", "process_index", "is_main_process", "local_process_index",
-                   "is_local_main_process", "get_local_rank"}
+        sources = RANK_SOURCE_NAMES
         if not self.index.identifiers & sources:
             return {}
 
