@@ -491,16 +491,18 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
     ``models.py`` with no Accelerate in it): read from that module when a linted file imports a
     name from it and binds the result. The modules are read in ``jobs`` workers first when there
     are enough of them (a large tree imports hundreds)."""
-    rank_only = _asked_only_for_ranks(results, exporting, linted)
+    asked = _asked_of_modules(results, exporting, linted)
+    told: dict[tuple[str, frozenset[str], bool], bool] = {}  # _may_tell, once per module and question
     if jobs > 1:
-        _read_helper_facts_in_workers(results, exporting, linted, cache_dir, jobs, rank_only)
+        _read_helper_facts_in_workers(results, exporting, linted, cache_dir, jobs, asked)
     for candidate, name, _why in _unexported_imports(results, exporting, linted):
-        facts = _helper_facts(candidate, cache_dir, candidate in rank_only)
+        names, rank_only = asked.get(candidate, ({name}, False))
+        facts = _helper_facts(candidate, cache_dir, names | {name}, rank_only, told)
         if name not in facts and candidate.endswith("__init__.py"):
             # a package that re-exports a class of one of its modules
             # (`from .modeling import Net` in its __init__.py)
             source = _reexported_from(candidate, name)
-            facts = _helper_facts(source, cache_dir) if source in linted else {}
+            facts = _helper_facts(source, cache_dir, {name}, False, told) if source in linted else {}
         if name in facts:
             exporting[candidate] = {**exporting.get(candidate, {}), name: facts[name]}
 
@@ -520,27 +522,31 @@ def _unexported_imports(results: list[LintResult], exporting: dict[str, dict], l
                 break
 
 
-def _asked_only_for_ranks(results: list[LintResult], exporting: dict[str, dict], linted: set[str]) -> set[str]:
-    """Modules every importer asks only about names it reads (``"tested"``: a rank or rank
-    predicate is all such a name can tell): a module that mentions no rank source has nothing
-    to say of them, and need not be parsed (most modules a large tree imports)."""
-    asked: dict[str, bool] = {}
-    for candidate, _name, why in _unexported_imports(results, exporting, linted):
-        asked[candidate] = asked.get(candidate, True) and why == "tested"
-    return {candidate for candidate, only in asked.items() if only}
+def _asked_of_modules(results: list[LintResult], exporting: dict[str, dict], linted: set[str]
+                      ) -> dict[str, tuple[set[str], bool]]:
+    """module file -> (the names importers ask it about, whether every importer only reads them:
+    ``"tested"``, where a rank or rank predicate is all such a name can tell)."""
+    asked: dict[str, tuple[set[str], bool]] = {}
+    for candidate, name, why in _unexported_imports(results, exporting, linted):
+        names, only = asked.get(candidate, (set(), True))
+        names.add(name)
+        asked[candidate] = (names, only and why == "tested")
+    return asked
 
 
 def _read_helper_facts_in_workers(results: list[LintResult], exporting: dict[str, dict], linted: set[str],
-                                  cache_dir: Path | None, jobs: int, rank_only: set[str]) -> None:
+                                  cache_dir: Path | None, jobs: int, asked: dict[str, tuple[set[str], bool]]) -> None:
     """Fill the per-process memo of ``_helper_facts`` for every module ``_add_helper_facts`` may
     ask about, in worker processes."""
-    wanted: set[str] = set()
-    for candidate, name, _why in _unexported_imports(results, exporting, linted):
-        if candidate not in rank_only or _mentions_a_rank_source(candidate):
-            wanted.add(candidate)
-        source = _reexported_from(candidate, name) if candidate.endswith("__init__.py") else None
-        if source in linted:
-            wanted.add(source)
+    wanted = {candidate for candidate, (names, rank_only) in asked.items() if _may_tell(candidate, names, rank_only)}
+    reexported: dict[str, set[str]] = {}
+    for candidate, (names, _rank_only) in asked.items():
+        if candidate.endswith("__init__.py"):
+            for name in names:
+                source = _reexported_from(candidate, name)
+                if source in linted:
+                    reexported.setdefault(source, set()).add(name)
+    wanted |= {source for source, names in reexported.items() if _may_tell(source, names, False)}
     missing = []
     for path in sorted(wanted):
         key = _stat_key(path)
@@ -603,9 +609,12 @@ def _reexported_from(init: str, name: str) -> str | None:
 _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
 
 
-def _mentions_a_rank_source(path: str) -> bool:
-    """The module's text names a rank source (``RANK_SOURCE_NAMES``): without one, it exports
-    no rank and no rank predicate."""
+def _may_tell(path: str, names: set[str], rank_only: bool) -> bool:
+    """Whether the module's text can hold a fact about one of ``names``: it defines one of them
+    (``def``/``class``/an assignment: every fact is about a function, class or constant of the
+    module itself), and, where only a rank or rank predicate is asked for, it names a rank
+    source (``RANK_SOURCE_NAMES``). A large tree's imports ask about hundreds of modules that
+    define none of what is asked (re-exports, type names)."""
     from .model import RANK_SOURCE_NAMES
 
     try:
@@ -613,22 +622,34 @@ def _mentions_a_rank_source(path: str) -> bool:
             data = f.read()
     except OSError:
         return False
-    return any(name.encode() in data for name in RANK_SOURCE_NAMES)
+    if rank_only and not any(source.encode() in data for source in RANK_SOURCE_NAMES):
+        return False
+    alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
+    return re.search(rb"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+(?:" + alternatives + rb")\b"
+                     rb"|^[ \t]*(?:" + alternatives + rb")[ \t]*(?::[^=\n]*)?=", data, re.MULTILINE) is not None
 
 
-def _helper_facts(path: str, cache_dir: Path | None = None, rank_only: bool = False) -> dict[str, list[tuple[str, str]]]:
+def _helper_facts(path: str, cache_dir: Path | None = None, names: set[str] | None = None,
+                  rank_only: bool = False, told: dict | None = None) -> dict[str, list[tuple[str, str]]]:
     """``FileModel.made_facts`` of a module, parsed once per version of the file in a process,
     and kept in the on-disk cache by content between runs (a warm run parses nothing).
-    ``rank_only``: the caller needs only its ranks and rank predicates, so a module that names
-    no rank source is not parsed (and nothing is remembered for it)."""
+    ``names``/``rank_only``: what the caller asks about (see ``_may_tell``); a module that
+    cannot tell is not parsed, and nothing is remembered for it."""
     try:
         key = _stat_key(path)
         if key is None:
             return {}
         if key in _HELPER_FACTS:
             return _HELPER_FACTS[key]
-        if rank_only and not _mentions_a_rank_source(path):
-            return {}
+        if names is not None:
+            question = (path, frozenset(names), rank_only)
+            may = told.get(question) if told is not None else None
+            if may is None:
+                may = _may_tell(path, names, rank_only)
+                if told is not None:
+                    told[question] = may
+            if not may:
+                return {}
         with open(path, "rb") as f:
             data = f.read()
         cache = ResultCache(cache_dir) if cache_dir is not None else None

@@ -219,9 +219,6 @@ class FileIndex:
     def live_walk(self, node: cst.CSTNode):
         """:meth:`walk` that does not enter :attr:`dead_arms` (``node`` itself excepted)."""
         dead = self.dead_arms
-        if not dead:
-            yield from self.walk(node)
-            return
         stack = [node]
         children = self.children
         while stack:
@@ -307,7 +304,7 @@ class FileIndex:
             parents = self.parents
             # the ``attr`` of ``torch.accelerator`` is part of that attribute, and the keyword of
             # ``f(accelerator=stub)`` names a parameter: neither reads a variable ``accelerator``
-            found = [n for n in self.live_walk(node) if type(n) in _NAME_READS
+            found = [n for n in (self.live_walk(node) if self.dead_arms else self.walk(node)) if type(n) in _NAME_READS
                      and not (type(n) is cst.Name and type(parents.get(n)) is cst.Attribute and parents[n].attr is n)
                      and not (type(n) is cst.Name and type(parents.get(n)) is cst.Arg and parents[n].keyword is n)
                      and not self._in_import_path(n)]
@@ -326,7 +323,7 @@ class FileIndex:
         """Every call inside ``node`` (outside nested scopes), in source order, cached."""
         found = self._calls_in.get(node)
         if found is None:
-            found = [n for n in self.live_walk(node) if type(n) is cst.Call]
+            found = [n for n in (self.live_walk(node) if self.dead_arms else self.walk(node)) if type(n) is cst.Call]
             self._calls_in[node] = found
         return found
 
