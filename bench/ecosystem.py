@@ -179,6 +179,18 @@ GIT_CORPORA = {
     "remove-background-diffusion": ("julien-blanchon/remove-background-diffusion", "ce4ac7f2bea1b654675310d6be2143fc76f34845", None),
     "acceleratormodule": ("ghanvert/AcceleratorModule", "058276c0555e96f4d33048bcca6662131f23ef7d", None),
     "speech-processing": ("tatami-galaxy/speech-processing", "6dfcf92f692599dab6cdb151caee7cfc98d1170e", None),
+    # batch 15 (2026-11-27, sixth session): first contact recorded at 6e59e6f, the session's start
+    "recai": ("microsoft/RecAI", "1602898505ed32371d431819f346e4e850fd6fcf", None),
+    "reward-bench": ("allenai/reward-bench", "05a9005efb607249822c193590c8ecab87c77052", None),
+    "archer": ("YifeiZhou02/ArCHer", "7c771a7610cb34e54ba53d69d1fb7337103e5648", None),
+    "relation-detr": ("xiuqhou/Relation-DETR", "b485955c72452788240600da6d0f0b8cc49f33c7", None),
+    "time-llm": ("KimMeen/Time-LLM", "0045cde1ae0a7e7960b8f2273404eabac0f9c5da", None),
+    "k-diffusion": ("crowsonkb/k-diffusion", "4601bf085320592473f681a62808ed873d17fad5", None),
+    "scope-recommendation": ("Complex-data/scope-recommendation", "93a07776ca44c1389a23344d0e8062df6a412a30", None),
+    "mftcoder": ("codefuse-ai/MFTCoder", "8ba13f44e2036f1412a343bc343dc6cda7383d73", None),
+    "prot2token": ("mahdip72/prot2token", "8bd6ef846e21a08d80bf1a84bbbf923f10835a2d", None),
+    "flagembedding": ("FlagOpen/FlagEmbedding", "7ed43d67ec03fbe5c31c0992dbfa941fb1860549", None),
+    "llm2vec": ("McGill-NLP/llm2vec", "312adcfb578b4023bfc9d3bcc83b6b87448ab059", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
