@@ -15,6 +15,34 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # Loaders kept in a dict under constant keys: only the "train" item is prepared, so the "val"
+    # item is still the plain loader where the evaluation loop iterates it. Preparing every item
+    # through a variable key, or handing the dict to an unknown function, leaves the items unknown.
+    "dict_items_known_by_constant_key": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def run(net, train_set, val_set, wrap):
+            acc = Accelerator()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            dls = {"train": DataLoader(train_set, batch_size=8, shuffle=True), "val": DataLoader(val_set, batch_size=8)}
+            net, opt, dls["train"] = acc.prepare(net, opt, dls["train"])
+            for batch in dls["train"]:
+                acc.backward(net(batch).sum())
+                opt.step()
+            for batch in dls["val"]:
+                scores = acc.gather_for_metrics(net(batch))
+            more = {"train": DataLoader(train_set, batch_size=8), "val": DataLoader(val_set, batch_size=8)}
+            for split in more:
+                more[split] = acc.prepare(more[split])
+            for batch in more["val"]:
+                scores = acc.gather_for_metrics(net(batch))
+            other = {"val": DataLoader(val_set, batch_size=8)}
+            wrap(other)
+            for batch in other["val"]:
+                scores = acc.gather_for_metrics(net(batch))
+    """, [(13, "AL201")]),
     # The else arm of `args.x if args.x is not None else <prepared>.config.x`, where the file's
     # argparse gives `--x` a number default: no launch evaluates it (nor an `if args.x is None:`
     # body); the same read outside any such arm is reported.

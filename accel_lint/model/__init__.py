@@ -227,6 +227,9 @@ class FileModel:
         """What ``expr`` (a name or attribute read, or an item of a known container such as
         ``loaders["train"]``) holds at its program point."""
         if type(expr) is cst.Subscript:
+            item = self.objects.values.get(expr)
+            if item is not None:
+                return item  # an item known by its constant key
             base = self.value_at(expr.value)
             if base is not None and base.container:
                 return replace(base, container=False, origin=None if base.origin is None else expr)

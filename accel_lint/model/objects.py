@@ -123,6 +123,34 @@ def _merge_envs(a: Env | None, b: Env | None) -> Env | None:
     return out
 
 
+def item_key(expr: cst.BaseExpression) -> str | None:
+    """``loaders["val"]`` -> ``'loaders["val"]'``: the environment key of one item of a container
+    a name holds, read or assigned with a constant string key; ``None`` for any other form."""
+    if type(expr) is not cst.Subscript or len(expr.slice) != 1:
+        return None
+    index = expr.slice[0].slice
+    if type(index) is not cst.Index or type(index.value) is not cst.SimpleString:
+        return None
+    base = dotted_name(expr.value)
+    key = index.value.evaluated_value
+    if base is None or not isinstance(key, str):
+        return None
+    return f"{base}[{key!r}]"
+
+
+def _forget_items(base: str | None, env: Env) -> None:
+    """The items known by key of the container ``base`` holds are unknown from here: an
+    unknown value, not an absent key, so that a join with a path that still knows them stays
+    unknown."""
+    if base is not None:
+        for key in [k for k in env if k.startswith(base + "[")]:
+            env[key] = Value()
+
+
+# methods of a dict that leave its items as they are
+_READING_METHODS = frozenset({"get", "keys", "values", "items", "copy", "__contains__", "__len__"})
+
+
 @dataclass
 class FunctionSummary:
     """What a same-file function does with accelerators and prepared objects."""
@@ -428,6 +456,7 @@ class ObjectTracker:
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
         self._freezing_cache: dict[cst.FunctionDef, dict[str, str]] = {}
         self._module_calls: dict[tuple, cst.Call] | None = None
+        self._items_known = False  # some container item was bound by its key (`item_key`)
         self._run(previous if previous is not None and previous.key == self.key else None)
 
     def state(self) -> WalkState:
@@ -760,6 +789,9 @@ class ObjectTracker:
         if isinstance(expr, cst.Call):
             return self._call_value(expr, env)
         if isinstance(expr, cst.Subscript):
+            item = item_key(expr)
+            if item is not None and item in env:
+                return env[item]  # `loaders["val"]`, bound from a dict display or assigned by key
             base = self.value_of(expr.value, env)
             if base is not None and base.container:
                 return replace(base, container=False, origin=expr if base.origin is not None else None)
@@ -1042,10 +1074,16 @@ class ObjectTracker:
 
     # -- statements ---------------------------------------------------------------
     def _record(self, node: cst.CSTNode, env: Env) -> None:
+        parents = self.index.parents
         for expr in self.index.loads_in(node):
             key = dotted_name(expr)
             if key is None:
                 continue
+            holder = parents.get(expr)
+            if type(holder) is cst.Subscript and holder.value is expr:
+                item = item_key(holder)
+                if item is not None and item in env:
+                    self._current.values[holder] = env[item]
             v = self.lookup(key, env, self._scope)
             if _unknown(v) and self._used_as_accelerator(expr) and not self.is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
@@ -1116,6 +1154,13 @@ class ObjectTracker:
         if self.is_acc_constructor(call):
             self._current.acc_constructors.append(call)
         func = call.func
+        if self._items_known and any("[" in k for k in env):
+            # a container whose items are known by key, handed to a call or changed by one of
+            # its methods (`loaders.update(...)`, `setup(loaders)`): its items are unknown after
+            if isinstance(func, cst.Attribute) and func.attr.value not in _READING_METHODS:
+                _forget_items(dotted_name(func.value), env)
+            for arg in call.args:
+                _forget_items(dotted_name(arg.value), env)
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             owner = self.value_of(func.value, env)
@@ -1169,15 +1214,24 @@ class ObjectTracker:
             return
         if isinstance(target, cst.Subscript):
             # `loaders["train"] = accelerator.prepare(loaders["train"])`: the container no longer
-            # holds what the model knew of it
+            # holds what the model knew of it as a whole; the item assigned by a constant key
+            # holds the new value, and the other items keep theirs
             base = dotted_name(target.value)
             if base is not None and base in env and env[base].container:
                 del env[base]
+            item = item_key(target)
+            if item is not None:
+                env[item] = value if value is not None else Value()
+                self._items_known = True
+            elif base is not None:
+                _forget_items(base, env)  # `loaders[k] = ...`: any item may have changed
             return
         key = dotted_name(target)
         if key is None:
             return
         deferred = self._current.deferred if self._current is not None else {}
+        if self._items_known:
+            _forget_items(key, env)  # the items of what it held before
         for k in [k for k in env if k.startswith(key + ".")]:
             if k in deferred:
                 env[k] = Value()  # a new object: its attribute is not the one prepared later
@@ -1236,6 +1290,22 @@ class ObjectTracker:
                     self._bind(el.value, v, env)
                 continue
             self._bind(target, self.value_of(value_expr, env) or Value(origin=value_expr), env)
+            if isinstance(value_expr, cst.Dict):
+                self._bind_items(target, value_expr, env)
+
+    def _bind_items(self, target: cst.BaseExpression, display: cst.Dict, env: Env) -> None:
+        """``loaders = {"train": DataLoader(...), "val": DataLoader(...)}``: each item under a
+        constant key is known by that key (``loaders["val"]``), whatever the others hold."""
+        base = dotted_name(target)
+        if base is None:
+            return
+        for element in display.elements:
+            if isinstance(element, cst.DictElement) and type(element.key) is cst.SimpleString:
+                key = element.key.evaluated_value
+                value = self.value_of(element.value, env)
+                if isinstance(key, str) and value is not None and value.kind is not None:
+                    env[f"{base}[{key!r}]"] = value
+                    self._items_known = True
 
     def _block(self, stmts, env: Env | None) -> Env | None:
         for stmt in stmts:
