@@ -33,7 +33,10 @@ class PreprocessRace(Rule):
     accelerator exists; a `.map` on anything the model cannot trace to `datasets` (a
     webdataset pipeline's `.map` is a lazy per-sample transform with no cache files);
     `huggingface_hub` downloads (`hf_hub_download`, `snapshot_download` take a file lock per
-    file, so concurrent ranks wait and reuse the cache: the work is not repeated).
+    file, so concurrent ranks wait and reuse the cache: the work is not repeated); a `.map` or
+    `.filter` with `keep_in_memory=True`, or on a dataset built in memory
+    (`Dataset.from_dict`/`from_list`/`from_pandas`): `datasets` writes no cache file for
+    them, and every rank needs the result anyway.
 
     ## Why is this bad?
     (A) The work runs N times, and the ranks race on the same cache files (corrupt Arrow
@@ -78,6 +81,14 @@ class PreprocessRace(Rule):
         config = hf_hub_download("org/model", "model_index.json")
         dataset = wds.WebDataset(shards).decode("pil")
         dataset = dataset.map(preprocess)
+        """,
+        """\
+        from accelerate import Accelerator
+        from datasets import Dataset, load_dataset
+        accelerator = Accelerator()
+        raw = load_dataset("imdb")
+        prompts = raw["test"].map(build_prompt, keep_in_memory=True)
+        table = Dataset.from_list(rows).map(tokenize, batched=True)
         """,
     ]
     INVALID = [
@@ -171,9 +182,52 @@ def _preprocessing(model: FileModel, call: cst.Call) -> str | None:
         return qualified + "(download=True)"
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in ("map", "filter") and call.args \
-            and _is_hf_dataset(model, func.value):
+            and _is_hf_dataset(model, func.value) and not _keeps_in_memory(call) \
+            and not _in_memory_dataset(model, func.value):
         return f"{model.code(func.value)}.{func.attr.value}()"
     return None
+
+
+def _keeps_in_memory(call: cst.Call) -> bool:
+    """``.map(..., keep_in_memory=True)``: `datasets` writes no cache file, so there is nothing
+    to race on, and nothing another rank could reuse."""
+    return any(a.keyword is not None and a.keyword.value == "keep_in_memory" and type(a.value) is cst.Name
+               and a.value.value == "True" for a in call.args)
+
+
+# datasets constructors whose table lives in memory: `.map`/`.filter` on what they make (or on
+# a derived dataset) writes no cache file either (`datasets` caches only datasets that have one)
+_IN_MEMORY_CONSTRUCTORS = frozenset({"from_dict", "from_list", "from_pandas", "from_polars"})
+
+
+def _in_memory_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    if depth > 20:
+        return False
+    if isinstance(expr, cst.Subscript):
+        return _in_memory_dataset(model, expr.value, depth + 1)
+    if isinstance(expr, cst.Call):
+        origins = [expr]
+    else:
+        value = model.value_at(expr)
+        origins = list(value.origins()) if value is not None else []
+    if not origins:
+        return False
+    for origin in origins:
+        if isinstance(origin, cst.Subscript):
+            if not _in_memory_dataset(model, origin.value, depth + 1):
+                return False
+            continue
+        if not isinstance(origin, cst.Call) or not isinstance(origin.func, cst.Attribute):
+            return False
+        qualified = model.index.imports.qualify_expr(origin.func) or ""
+        if qualified.startswith("datasets.") and origin.func.attr.value in _IN_MEMORY_CONSTRUCTORS:
+            continue
+        if origin.func.attr.value in ("map", "filter") and _keeps_in_memory(origin):
+            continue
+        if origin.func.attr.value in _DATASET_METHODS and _in_memory_dataset(model, origin.func.value, depth + 1):
+            continue
+        return False
+    return True
 
 
 def _is_hf_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -> bool:
