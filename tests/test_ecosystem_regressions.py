@@ -15,6 +15,32 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A trainer method that calls a module's own method and then prepares that attribute: the
+    # call before the prepare reaches the bare module; the same call in the loop after it
+    # reaches the wrapper.
+    "attribute_read_before_its_own_methods_prepare": ("""
+        import torch
+        from accelerate import Accelerator
+
+        class Gate(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(4, 4)
+            def warm_up(self, steps):
+                self.steps = steps
+
+        class Runner:
+            def __init__(self, net):
+                self.acc = Accelerator()
+                self.net = net
+                self.gate = Gate()
+            def fit(self, loader):
+                self.gate.warm_up(100)
+                self.net, self.gate, loader = self.acc.prepare(self.net, self.gate, loader)
+                for batch in loader:
+                    self.gate.warm_up(10)
+                    self.acc.backward(self.net(batch).sum())
+    """, [(20, "AL501")]),
     # Loaders kept in a dict under constant keys: only the "train" item is prepared, so the "val"
     # item is still the plain loader where the evaluation loop iterates it. Preparing every item
     # through a variable key, or handing the dict to an unknown function, leaves the items unknown.
@@ -72,7 +98,7 @@ CASES = {
             evaluate(args, accelerator, model, None)
 
         main()
-    """, [(22, "AL501")]),
+    """, [(20, "AL501")]),
     # Step arithmetic recomputed after prepare, with a flag that says whether the step budget
     # came from the loader: the loop bound holds the post-prepare values on every path.
     "steps_recomputed_after_prepare_with_override_flag": ("""

@@ -680,8 +680,9 @@ class ObjectTracker:
 
     def _before_prepare(self, cls: str, key: str, scope: ScopeNode, prepared: Value) -> Value | None:
         """``self.<attr>`` read in a method that runs only before every method that binds it to
-        a prepared object (``fit()`` calls ``self.setup()`` then ``self.prepare_all()``): what it
-        held before, the first other binding, or unknown."""
+        a prepared object (``fit()`` calls ``self.setup()`` then ``self.prepare_all()``), or in
+        that method before its binding: what it held before, the first other binding, or
+        unknown."""
         if type(scope) is not cst.FunctionDef:
             return prepared
         method = scope
@@ -691,7 +692,11 @@ class ObjectTracker:
                 return prepared
             method = outer
         setters, earlier = self._prepared_setters(cls, key)
-        if any(type(s) is not cst.FunctionDef or not self.index.runs_only_before(method, s) for s in setters):
+        # the method that prepares it, read before its own binding on this path (this lookup
+        # runs only where its walk has no binding of the attribute yet: a read in a loop after
+        # the binding finds it on the loop's second pass)
+        if any(type(s) is not cst.FunctionDef or (s is not method and not self.index.runs_only_before(method, s))
+               for s in setters):
             return prepared
         return earlier
 
