@@ -98,7 +98,7 @@ CASES = {
             evaluate(args, accelerator, model, None)
 
         main()
-    """, [(20, "AL501")]),
+    """, [(22, "AL501")]),
     # Step arithmetic recomputed after prepare, with a flag that says whether the step budget
     # came from the loader: the loop bound holds the post-prepare values on every path.
     "steps_recomputed_after_prepare_with_override_flag": ("""
