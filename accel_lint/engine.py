@@ -253,6 +253,8 @@ def _analyse(module: cst.Module, data: bytes, path: str, config: Config, enabled
             if not rule.applies_to(model):
                 continue
             for finding in rule.check(model):
+                if model.never_runs(finding.node):
+                    continue  # code no launch runs
                 if suppressions is None:
                     suppressions = scan_suppressions(text)
                 if suppressions.ignores_file(rule.code, rule.name):

@@ -71,7 +71,7 @@ CASES = {
     """, [(13, "AL201")]),
     # The else arm of `args.x if args.x is not None else <prepared>.config.x`, where the file's
     # argparse gives `--x` a number default: no launch evaluates it (nor an `if args.x is None:`
-    # body); the same read outside any such arm is reported.
+    # body, where no rule reports: not the print either); the same read outside is reported.
     "dead_arm_behind_an_argparse_default": ("""
         import argparse
         from accelerate import Accelerator
@@ -88,6 +88,7 @@ CASES = {
             length = model.config.max_length if args.max_len is None else args.max_len
             if args.num_beams is None:
                 beams = model.config.num_beams
+                print(f"beams from the model: {beams}")
             return accelerator.unwrap_model(model).generate(batch, num_beams=beams, max_length=length)
 
         def main():
@@ -98,7 +99,7 @@ CASES = {
             evaluate(args, accelerator, model, None)
 
         main()
-    """, [(22, "AL501")]),
+    """, [(23, "AL501")]),
     # Step arithmetic recomputed after prepare, with a flag that says whether the step budget
     # came from the loader: the loop bound holds the post-prepare values on every path.
     "steps_recomputed_after_prepare_with_override_flag": ("""

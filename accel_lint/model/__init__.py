@@ -812,6 +812,14 @@ class FileModel:
                 return {"1": "fsdp1", "2": "fsdp2"}.get(version)
         return None
 
+    def never_runs(self, node: cst.CSTNode) -> bool:
+        """``node`` is in an arm of an ``if`` or conditional expression that no launch takes
+        (``index.dead_arms``): no rule reports there."""
+        dead = self.index.dead_arms
+        if not dead:
+            return False
+        return any(ancestor in dead for ancestor in self.index.ancestors(node))
+
     def single_process_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` only runs when the job has one process: inside a branch taken only
         then (``num_processes == 1``, ``distributed_type == DistributedType.NO``, ``not
