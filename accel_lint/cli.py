@@ -146,6 +146,7 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelera
     files, missing = discover(list(paths) or ["."], config, force_exclude)
     for message in missing:
         click.echo(f"accel-lint: error: {message}", err=True)
+    config = _with_launches(config, list(paths) or ["."], files)
     result = lint_paths(files, config, jobs or os.cpu_count() or 1, _progress_reporter(len(files)))
     diagnostics = result.diagnostics
     if add_noqa:
@@ -224,6 +225,28 @@ def _rule_infos(full: bool) -> dict[str, RuleInfo]:
     if full:
         return {r.code: RuleInfo(r.code, r.name, r.severity, r.summary, r.docs()) for r in all_rules()}
     return {code: RuleInfo(code, name, "", "", "") for code, name in rule_table()}
+
+
+def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> Config:
+    """The configuration, knowing which of ``files`` the project runs only as one process: read
+    from the command files (shell scripts, READMEs) under the linted folders, or under the git
+    repository that holds them."""
+    from dataclasses import replace
+
+    from .launches import single_process_scripts
+
+    folders = [Path(a).resolve() if Path(a).is_dir() else Path(a).resolve().parent for a in arguments]
+    folders = [f for f in folders if f.exists()]
+    if not folders or not files:
+        return config
+    top = Path(os.path.commonpath([str(f) for f in folders]))
+    repository = _repository_root(top)
+    project = config.root.resolve()
+    if repository != top and (repository / ".git").exists():
+        top = repository
+    elif top != project and project in top.parents and (project / "pyproject.toml").is_file():
+        top = project  # the project's folder holds the linted one
+    return replace(config, single_process_files=single_process_scripts(top, files))
 
 
 def _repository_root(start: Path) -> Path:

@@ -55,6 +55,9 @@ class Config:
     accelerate_configs: tuple = ()  # accelerate_config.Backend per --accelerate-config file
     library_extension: tuple = ()  # the project's rows for the library table (extend-writes, ...)
     root: Path = field(default_factory=Path.cwd)
+    # files the project runs only as one process (``launches.single_process_scripts``): the
+    # rules whose harm needs several processes do not report there (applied after the cache)
+    single_process_files: frozenset = frozenset()
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
         """ruff's precedence: the longest matching prefix of select vs ignore wins; ties ignore."""

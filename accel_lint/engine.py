@@ -103,6 +103,8 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         if hit is not None:
             (result.diagnostics, result.errors, result.notices, result.summary, result.imports,
              result.passes) = hit
+            if path in config.single_process_files and not spawns_processes(data):
+                _keep_one_process_rules(result)
             result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
             return result
     if cache_only:
@@ -113,6 +115,8 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         cache.put(key, result.diagnostics, result.errors, result.notices, result.summary, result.imports,
                   result.passes)
     # after the cache: the same file content gives the same findings under any config
+    if path in config.single_process_files and not spawns_processes(data):
+        _keep_one_process_rules(result)
     result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
     if result.fixes:
         adjusted = {d: d.severity for d in result.diagnostics}
@@ -348,6 +352,23 @@ def _noqa_rewrite(line_text: str, noqa, drop: set[str]) -> tuple[int, int, int, 
 
 
 NOTEBOOK_SIZE_FACTOR = 20  # a notebook's outputs (images) may be large: the size limit applies to its code
+
+
+def spawns_processes(data: bytes) -> bool:
+    """The script starts its own processes (``notebook_launcher``, ``mp.spawn``, ...): run as
+    ``python script.py``, it still has several ranks."""
+    return any(token in data for token in (b"notebook_launcher", b"debug_launcher", b"spawn(", b"start_processes",
+                                           b"elastic_launch", b"Process("))
+
+
+def _keep_one_process_rules(result: LintResult) -> None:
+    """A file the project runs as one process: only the findings of rules whose harm exists in
+    one process too (``Rule.holds_in_one_process``) stay, with their fixes."""
+    from .rules import all_rules
+
+    kept = {r.code for r in all_rules() if r.holds_in_one_process}
+    result.diagnostics = [d for d in result.diagnostics if d.code in kept]
+    result.fixes = [(d, fix) for d, fix in result.fixes if d.code in kept]
 
 
 def lint_file(path: Path, config: Config) -> LintResult:

@@ -195,6 +195,7 @@ GIT_CORPORA = {
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
 _SOURCES = (".py", ".ipynb")
+_COMMAND_FILES = (".sh", ".bash", ".md", ".rst", ".txt", ".slurm", ".sbatch", ".yaml", ".yml")
 VERDICTS = ("TP", "FP", "judgment")
 # a real bug of the catalog's classes found by reading the code, that the linter did not report
 MISSED = "missed"
@@ -220,9 +221,31 @@ def _git_dir(repo: str, mirror_root: Path | None, cache: Path) -> Path:
     return target
 
 
+def _add_command_files(dest: Path, where: list[str], commit: str, folder: str | None) -> None:
+    """The shell scripts, READMEs and Makefiles of the corpus: the linter reads how the project
+    launches each script from them (a script run only as ``python x.py`` has one process)."""
+    listing = subprocess.run(["git", *where, "ls-tree", "-r", "--name-only", commit, *([folder] if folder else [])],
+                             check=True, capture_output=True, text=True).stdout.splitlines()
+    paths = [p for p in listing if p.endswith(_COMMAND_FILES) or p.rsplit("/", 1)[-1] in ("Makefile", "makefile")]
+    if paths:
+        archive = subprocess.run(["git", *where, "archive", "--format=tar", commit, "--", *paths],
+                                 capture_output=True).stdout
+        if archive:
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(dest, filter="data")
+    (dest / ".commands").touch()
+
+
 def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
     repo, commit, folder = GIT_CORPORA[name]
     dest = root / f"{name}-{commit[:12]}"
+    if (dest / ".complete").exists() and not (dest / ".commands").exists():
+        try:  # a corpus unpacked before command files were read: add them where its git dir is at hand
+            git_dir = _git_dir(repo, mirror_root, root)
+            where = ["-C", str(git_dir)] if (git_dir / ".git").exists() else ["--git-dir", str(git_dir)]
+            _add_command_files(dest, where, commit, folder)
+        except (subprocess.CalledProcessError, OSError, tarfile.TarError) as exc:
+            print(f"   ({name}: command files not added: {exc})", file=sys.stderr)
     if not (dest / ".complete").exists():
         git_dir = _git_dir(repo, mirror_root, root)
         where = ["-C", str(git_dir)] if (git_dir / ".git").exists() else ["--git-dir", str(git_dir)]
@@ -238,6 +261,7 @@ def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
         dest.mkdir(parents=True)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(dest, filter="data")
+        _add_command_files(dest, where, commit, folder)
         (dest / ".complete").touch()
     return dest
 

@@ -33,6 +33,7 @@ class SyntaxErrorRule(Rule):
     """
 
     code = "AL001"
+    holds_in_one_process = True
     name = "syntax-error"
     severity = "error"
     summary = "the file does not parse; nothing in it was checked"

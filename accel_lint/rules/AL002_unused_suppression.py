@@ -38,6 +38,7 @@ class UnusedSuppression(Rule):
     """
 
     code = "AL002"
+    holds_in_one_process = True
     name = "unused-suppression"
     severity = "warning"
     summary = "a # noqa code that suppresses nothing (or names no rule)"

@@ -56,6 +56,7 @@ class RawBackward(Rule):
     """
 
     code = "AL101"
+    holds_in_one_process = True
     name = "raw-backward"
     severity = "error"
     summary = "`loss.backward()` bypasses `accelerator.backward()` (accumulation, fp16 scaling, DeepSpeed step)"

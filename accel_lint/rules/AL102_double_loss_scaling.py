@@ -54,6 +54,7 @@ class DoubleLossScaling(Rule):
     """
 
     code = "AL102"
+    holds_in_one_process = True
     name = "double-loss-scaling"
     severity = "warning"
     summary = "the loss is divided by the accumulation steps and accelerator.backward() divides again (1/GA²)"

@@ -57,6 +57,7 @@ class RawClipGradNorm(Rule):
     """
 
     code = "AL103"
+    holds_in_one_process = True
     name = "raw-clip-grad-norm"
     severity = "warning"
     summary = "torch's clip_grad_norm_ on a prepared model ignores fp16 loss scaling and FSDP sharding"

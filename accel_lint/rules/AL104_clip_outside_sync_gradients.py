@@ -57,6 +57,7 @@ class ClipOutsideSyncGradients(Rule):
     """
 
     code = "AL104"
+    holds_in_one_process = True
     name = "clip-outside-sync-gradients"
     severity = "warning"
     summary = "gradient clipping inside accumulate() runs on every micro-step; guard it with sync_gradients"

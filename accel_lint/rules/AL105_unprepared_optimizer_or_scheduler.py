@@ -55,6 +55,7 @@ class UnpreparedOptimizerOrScheduler(Rule):
     """
 
     code = "AL105"
+    holds_in_one_process = True
     name = "unprepared-optimizer-or-scheduler"
     severity = "warning"
     summary = "an optimizer/scheduler stepped in the batch loop but never passed to prepare()"

@@ -57,6 +57,7 @@ class DoubleWrap(Rule):
     """
 
     code = "AL503"
+    holds_in_one_process = True
     name = "double-wrap"
     severity = "error"
     summary = "a model wrapped by DataParallel/DDP/FSDP by hand and also prepared (or prepared in a loop)"

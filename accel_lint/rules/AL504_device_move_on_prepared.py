@@ -56,6 +56,7 @@ class DeviceMoveOnPrepared(Rule):
     """
 
     code = "AL504"
+    holds_in_one_process = True
     name = "device-move-on-prepared"
     severity = "warning"
     summary = ".cuda()/.half()/.to(...) on a prepared model: the wrapper already placed it"

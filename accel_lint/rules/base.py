@@ -76,6 +76,10 @@ class Rule:
     # A rule whose fix may be refused (a move the def-use slice does not allow): `--fix` looks
     # at its findings to say why, even where nothing in the file is fixable.
     fix_may_refuse: ClassVar[bool] = False
+    # the harm exists when the program runs as one process too (skipped accumulation, fp16
+    # scaling, a move under the prepared model); False: it needs several ranks, so the rule
+    # does not report in a file the project runs only as ``python script.py``
+    holds_in_one_process: ClassVar[bool] = False
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 

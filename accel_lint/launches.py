@@ -1,0 +1,145 @@
+"""How a project launches its scripts, read from its own shell scripts and docs.
+
+A script that uses ``Accelerator`` only for its device and mixed precision, and that the project
+runs as ``python eval.py`` (one process), has no ranks: a rule whose harm needs several
+processes (a write every rank repeats, a collective under a rank guard) does not apply to it.
+The project says how it runs a script in its shell scripts, Makefiles and READMEs. This module
+reads them and answers, for each Python file, "launched as one process" when every command
+line that names the file runs it with a plain ``python``, and no line runs it under a launcher
+that starts several (``accelerate launch``, ``torchrun``, ``deepspeed``, ``srun``, ...). A file
+no command names, or named both ways, is unknown, and every rule applies as usual.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+# text files that carry launch commands; each read up to this size
+_COMMAND_FILES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".slurm", ".sbatch", ".job")
+_COMMAND_NAMES = ("Makefile", "makefile", "Justfile")
+_MAX_BYTES = 512 * 1024
+_MAX_FILES = 5000
+_SKIPPED_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", "site-packages",
+                 ".accel_lint_cache"}
+
+# a launcher that starts several processes (or may: its process count comes from elsewhere)
+_MULTI = re.compile(r"accelerate(?:\.commands\.launch|\s+launch)\b|\btorchrun\b|torch\.distributed\.(?:launch|run)\b"
+                    r"|\bdeepspeed\b|\bsrun\b|\bmpirun\b|\bmpiexec\b|\bnotebook_launcher\b|\bcolossalai\s+run\b")
+# ... told to start exactly one
+_ONE_PROCESS = re.compile(r"--(?:num_processes|nproc_per_node|num_gpus)[= ]1\b")
+_SCRIPT = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.py)\b")
+_PYTHON = re.compile(r"(?:^|[\s;&|(`])(?:[\w./-]*/)?python(?:3(?:\.\d+)?)?(?:\s+-[uBOW]\w*)*\s+$")
+
+SINGLE = "single"
+MULTI = "multi"
+
+
+def _command_lines(text: str) -> list[str]:
+    """Lines of commands, with backslash continuations joined."""
+    out: list[str] = []
+    pending = ""
+    for line in text.splitlines():
+        stripped = line.rstrip()
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        out.append(pending + stripped)
+        pending = ""
+    if pending:
+        out.append(pending)
+    return out
+
+
+_CONFIG_FILE = re.compile(r"--config[_-]file[= ](\S+)")
+_NUM_PROCESSES = re.compile(r"^num_processes:\s*(\d+)\s*$", re.MULTILINE)
+
+
+def _config_processes(line: str, folders: list[Path]) -> int | None:
+    """``accelerate launch --config_file cfg.yaml ...``: the ``num_processes`` that file sets,
+    looked up relative to ``folders`` (the command file's folder, the project root)."""
+    match = _CONFIG_FILE.search(line)
+    if match is None:
+        return None
+    for folder in folders:
+        candidate = folder / match.group(1).strip("'\"")
+        try:
+            if candidate.is_file() and candidate.stat().st_size < _MAX_BYTES:
+                found = _NUM_PROCESSES.search(candidate.read_text(encoding="utf-8", errors="replace"))
+                return int(found.group(1)) if found else None
+        except OSError:
+            continue
+    return None
+
+
+def mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str]]:
+    """(script path as written, "single" or "multi") for every command line that runs a ``.py``.
+    ``folders``: where an Accelerate config file the line names is looked up."""
+    found: list[tuple[str, str]] = []
+    for line in _command_lines(text):
+        if ".py" not in line:
+            continue
+        for match in _SCRIPT.finditer(line):
+            script = match.group(1)
+            before = line[:match.start()]
+            if _MULTI.search(before):
+                one = _ONE_PROCESS.search(line) or (
+                    "accelerate" in before and _config_processes(before, folders or []) == 1)
+                found.append((script, SINGLE if one else MULTI))
+            elif _PYTHON.search(before):
+                found.append((script, SINGLE))
+    return found
+
+
+def _command_files(root: Path) -> list[Path]:
+    out: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
+        for name in files:
+            if name.endswith(_COMMAND_FILES) or name in _COMMAND_NAMES:
+                out.append(Path(folder) / name)
+                if len(out) >= _MAX_FILES:
+                    return out
+    return out
+
+
+def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
+    """The files among ``python_files`` (as given, ``as_posix()``) that the project under
+    ``root`` runs only as one process (see the module docstring)."""
+    verdicts: dict[str, set[str]] = {}
+    for path in _command_files(root):
+        try:
+            if path.stat().st_size > _MAX_BYTES:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        # a config file named relative to where the command runs: the command file's folder or
+        # one above it, up to the root (`bash shell/train.sh` run from the project's folder)
+        folders = [path.parent, *[p for p in path.parent.parents if p == root or root in p.parents]]
+        for script, how in mentions(text, folders):
+            verdicts.setdefault(script.removeprefix("./"), set()).add(how)
+    if not verdicts:
+        return frozenset()
+    by_name: dict[str, list[Path]] = {}
+    for file in python_files:
+        by_name.setdefault(file.name, []).append(file)
+    single = set()
+    for file in python_files:
+        hows: set[str] = set()
+        resolved = file.resolve()
+        for script, seen in verdicts.items():
+            name = script.rsplit("/", 1)[-1]
+            if name != file.name:
+                continue
+            if "/" in script:
+                if not resolved.as_posix().endswith("/" + script.lstrip("/")):
+                    continue
+            elif len(by_name[file.name]) > 1:
+                hows.add(MULTI)  # a bare name several files share: which one is run is unknown
+                continue
+            hows |= seen
+        if hows == {SINGLE}:
+            single.add(file.as_posix())
+    return frozenset(single)

@@ -1,0 +1,75 @@
+"""How a project launches its scripts (accel_lint.launches), and the rules it turns off."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from accel_lint.cli import main
+from accel_lint.launches import MULTI, SINGLE, mentions, single_process_scripts
+
+SCRIPT = textwrap.dedent("""\
+    import torch
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    model = accelerator.prepare(torch.nn.Linear(2, 2))
+    print("scoring")
+    with open("scores.json", "w") as f:
+        f.write("{}")
+    model.half()
+""")
+
+
+def test_command_lines_are_read_as_single_or_several_processes(tmp_path: Path):
+    (tmp_path / "one.yaml").write_text("distributed_type: 'NO'\nnum_processes: 1\n")
+    text = textwrap.dedent("""\
+        CUDA_VISIBLE_DEVICES=0 python scripts/eval.py --model x
+        accelerate launch --num_processes 4 \\
+            train.py --lr 1e-4
+        torchrun --nproc_per_node=1 tune.py
+        accelerate launch --config_file one.yaml infer.py
+        python -u -m pip install x.py-lib
+    """)
+    assert mentions(text, [tmp_path]) == [("scripts/eval.py", SINGLE), ("train.py", MULTI), ("tune.py", SINGLE),
+                                          ("infer.py", SINGLE)]
+
+
+def _project(tmp_path: Path, readme: str) -> Path:
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "eval.py").write_text(SCRIPT)
+    (tmp_path / "README.md").write_text(readme)
+    return tmp_path
+
+
+def test_a_script_run_only_with_plain_python_is_single_process(tmp_path: Path):
+    root = _project(tmp_path, "Run `python scripts/eval.py --model m`.\n")
+    assert single_process_scripts(root, [root / "scripts" / "eval.py"]) == {(root / "scripts" / "eval.py").as_posix()}
+
+
+def test_a_script_also_run_under_a_launcher_is_not(tmp_path: Path):
+    root = _project(tmp_path, "python scripts/eval.py\n\naccelerate launch scripts/eval.py\n")
+    assert single_process_scripts(root, [root / "scripts" / "eval.py"]) == frozenset()
+
+
+def _codes(root: Path) -> list[str]:
+    result = CliRunner().invoke(main, ["--no-cache", "--output-format", "json", str(root)])
+    return sorted(d["code"] for d in json.loads(result.output))
+
+
+def test_only_rules_that_hold_in_one_process_report_in_a_single_process_script(tmp_path: Path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    launched = _project(tmp_path / "a", "python scripts/eval.py\n")
+    unknown = _project(tmp_path / "b", "See the docs.\n")
+    assert _codes(unknown) == ["AL401", "AL403", "AL504"]
+    assert _codes(launched) == ["AL504"]  # a move of the prepared model under it: harmful in one process too
+
+
+def test_a_script_that_starts_its_own_processes_keeps_every_rule(tmp_path: Path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "eval.py").write_text(SCRIPT + "notebook_launcher(run, num_processes=2)\n")
+    (tmp_path / "README.md").write_text("python scripts/eval.py\n")
+    assert "AL401" in _codes(tmp_path)
