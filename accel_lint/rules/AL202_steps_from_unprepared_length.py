@@ -32,6 +32,11 @@ class StepsFromUnpreparedLength(Rule):
     Also flags (variant B2) a prepared scheduler whose horizon multiplies such a pre-`prepare`
     step count by `num_processes`: the prepared scheduler already steps `num_processes` times
     per optimizer step, so the horizon is N times too long.
+    Also flags (variant B4) a prepared scheduler whose horizon multiplies by the gradient
+    accumulation steps the accelerator is built with (`Accelerator(gradient_accumulation_steps=
+    args.ga)`, `num_training_steps=max_steps * args.ga`) in a file that trains inside
+    `accelerator.accumulate()`: the prepared scheduler skips the micro-steps that do not sync,
+    so it counts optimizer steps already.
     Not flagged: a scheduler sized from the pre-`prepare` length alone (that is right); a
     post-sharding count (`ceil(len(loader) / num_processes)`) times `num_processes`;
     `step_scheduler_with_optimizer=False` for B2; `len(dataset)`. Neither variant is flagged
@@ -43,7 +48,8 @@ class StepsFromUnpreparedLength(Rule):
     A prepared loader is about `num_processes` times shorter (`ceil(len / num_processes)`).
     Bounds computed before `prepare` are N times too large: epoch counts derived from them
     overrun, progress bars never complete and step-based checkpoints and evaluations shift.
-    With B2, the learning-rate schedule reaches only 1/N of its horizon (it never decays).
+    With B2, the learning-rate schedule reaches only 1/N of its horizon (it never decays); with
+    B4, only 1/GA of it (a warmup lasts GA times longer).
 
     ## Example
     ```python
@@ -160,6 +166,21 @@ class StepsFromUnpreparedLength(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from transformers import get_scheduler
+        accelerator = Accelerator(gradient_accumulation_steps=args.ga)
+        optimizer = torch.optim.AdamW(model.parameters())
+        scheduler = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0,
+                                  num_training_steps=args.max_steps * args.ga)  # expect: AL202
+        model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+        for batch in train_dl:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(batch).loss)
+                optimizer.step()
+                scheduler.step()
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
         from torch.utils.data import DataLoader
         from transformers import get_linear_schedule_with_warmup
         accelerator = Accelerator()
@@ -271,6 +292,15 @@ class StepsFromUnpreparedLength(Rule):
                                        f"1/num_processes of training; multiply it by `num_processes`",
                               evidence=((bound, f"the loop ends when its step count reaches "
                                                 f"`{model.code(horizon)}`"),
+                                        (horizon, "the horizon of a scheduler `prepare()` returns")))
+            for horizon, factor, setting in _accumulated_horizons(model):
+                yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` is multiplied by "
+                                       f"`{model.code(factor)}`, the accelerator's gradient accumulation steps; the "
+                                       f"prepared scheduler does not step on accumulation micro-steps (it counts "
+                                       f"optimizer steps), so this horizon lasts `{model.code(factor)}` times longer "
+                                       f"than meant; drop the factor",
+                              evidence=((setting, "the accelerator accumulates gradients over this many micro-steps"),
+                                        (factor, "the horizon multiplies by it"),
                                         (horizon, "the horizon of a scheduler `prepare()` returns")))
             for horizon, source in _inflated_horizons(model):
                 loader = model.code(source.args[0].value)
@@ -394,6 +424,44 @@ def _ends_scheduler_loop(model: FileModel, scheduler: cst.Call, name: str) -> cs
                        if type(n) in (cst.Name, cst.Attribute)):
                     return test
     return None
+
+
+def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The factors of a product (``a * b * c``), or the expression itself."""
+    if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
+        return _factors(expr.left) + _factors(expr.right)
+    return [expr]
+
+
+def _accumulated_horizons(model: FileModel):
+    """``(horizon, factor, setting)``: a prepared scheduler's horizon multiplied by the gradient
+    accumulation steps the file's accelerator is built with (``Accelerator(
+    gradient_accumulation_steps=args.ga)``, ``num_training_steps=max_steps * args.ga``), in a
+    file that accumulates through ``accelerator.accumulate()``: the prepared scheduler skips
+    the micro-steps that do not sync, so its steps are optimizer steps already."""
+    settings = model.accelerator_settings("gradient_accumulation_steps")
+    if not settings or any(type(v) is cst.Integer and v.value == "1" for v in settings):
+        return
+    spelled = {model.code(v): v for v in settings if type(v) in (cst.Name, cst.Attribute)}
+    if not spelled or not _accumulates(model):
+        return
+    for call in model.index.calls:
+        if call not in model.objects.prepared_origins:
+            continue
+        for arg in call.args:
+            if arg.keyword is None or arg.keyword.value not in _HORIZONS:
+                continue
+            for factor in _factors(arg.value):
+                if factor is not arg.value and model.code(factor) in spelled:
+                    yield arg.value, factor, spelled[model.code(factor)]
+                    break
+
+
+def _accumulates(model: FileModel) -> bool:
+    """Some training step runs inside ``accelerator.accumulate(...)`` (which keeps
+    ``sync_gradients`` False on the micro-steps that do not sync)."""
+    return any(type(call.func) is cst.Attribute and call.func.attr.value == "accumulate"
+               and model.is_accelerator(call.func.value) for call in model.index.calls)
 
 
 def _inflated_horizons(model: FileModel):
