@@ -15,6 +15,39 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A rollout loop over the prepared prompts: generation and a reward gather under no_grad,
+    # then a PPO update through a nested function that runs the backward. It trains: the
+    # gather feeds reward scaling, not a metric. The evaluation loop beside it is reported.
+    "rollout_loop_trains_through_a_nested_update": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def rlhf(policy, train_set, val_set, opt):
+            acc = Accelerator()
+            prompts, val_prompts = DataLoader(train_set, batch_size=4), DataLoader(val_set, batch_size=4)
+            policy, opt, prompts, val_prompts = acc.prepare(policy, opt, prompts, val_prompts)
+            memories = []
+
+            def update():
+                for sample in memories:
+                    acc.backward(policy(sample).sum())
+                    opt.step()
+
+            seen_rewards = []
+            for batch in prompts:
+                with torch.no_grad():
+                    rewards = policy(batch).sum(-1)
+                    seen_rewards.append(acc.gather(rewards))
+                    scale = torch.cat(seen_rewards).std()
+                memories.append(batch / scale)
+                update()
+            scores = []
+            for batch in val_prompts:
+                with torch.no_grad():
+                    scores.append(acc.gather(policy(batch).sum(-1)))
+            return torch.cat(scores).mean()
+    """, [(27, "AL203")]),
     # A trainer method that calls a module's own method and then prepares that attribute: the
     # call before the prepare reaches the bare module; the same call in the loop after it
     # reaches the wrapper.

@@ -315,10 +315,21 @@ class FileModel:
         return order[start + sum(1 for _ in self.index.walk(node)):]
 
     def loop_trains(self, loop: cst.For | cst.While) -> bool:
-        """The loop runs a backward pass (``accelerator.backward(loss)`` or ``loss.backward()``):
-        a training loop, whatever else it does."""
-        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"
-                   for c in self.calls_in(loop.body))
+        """The loop runs a backward pass (``accelerator.backward(loss)`` or ``loss.backward()``),
+        itself or through a same-file function it calls (a PPO update after each rollout): a
+        training loop, whatever else it does."""
+        return self._runs_backward(loop.body, set())
+
+    def _runs_backward(self, node: cst.CSTNode, seen: set) -> bool:
+        for call in self.calls_in(node):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
+                return True
+            callee = self.index.resolve_call(call)
+            if callee is not None and callee not in seen:
+                seen.add(callee)
+                if self._runs_backward(callee.body, seen):
+                    return True
+        return False
 
     def may_train_after(self, node: cst.CSTNode) -> bool:
         """``node`` is in a loop that runs a backward pass, or before a backward pass of its
