@@ -15,6 +15,33 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # An early-stopping helper handed the accelerator (or None): its `else` / `is None` branches
+    # run only without one, outside Accelerate, as one process. The branch with the accelerator
+    # still writes the same file on every rank.
+    "branches_without_the_accelerator_run_as_one_process": ("""
+        import torch
+        from accelerate import Accelerator
+
+        class Stopper:
+            def __init__(self, accelerator=None, patience=3):
+                self.accelerator = accelerator
+                self.patience = patience
+
+            def save(self, model, path):
+                if self.accelerator is not None:
+                    self.accelerator.print("saving")
+                    torch.save(self.accelerator.unwrap_model(model).state_dict(), path)
+                else:
+                    print("saving")
+                    torch.save(model.state_dict(), path)
+                if not self.accelerator:
+                    print("no accelerator")
+
+        def main(net):
+            acc = Accelerator()
+            net = acc.prepare(net)
+            Stopper(acc).save(net, "best.pt")
+    """, [(12, "AL401")]),
     # A rollout loop over the prepared prompts: generation and a reward gather under no_grad,
     # then a PPO update through a nested function that runs the backward. It trains: the
     # gather feeds reward scaling, not a metric. The evaluation loop beside it is reported.

@@ -844,8 +844,30 @@ class FileModel:
                 verdict = self._single_process_test(parent.test)
                 if verdict is not None and verdict == (child is parent.body):
                     return True
+                if self._without_accelerator(parent.test) == (child is parent.body):
+                    return True
             child = parent
         return False
+
+    def _without_accelerator(self, test: cst.BaseExpression) -> bool | None:
+        """``True`` where ``test`` holds only when an accelerator the code is handed is absent
+        (``acc is None``, ``not acc``), ``False`` where it holds only when it is there (``acc is
+        not None``, ``acc``): the code without one runs outside Accelerate, as one process."""
+        negated = False
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            negated, test = not negated, test.expression
+        subject, absent = test, False
+        if type(test) is cst.Comparison and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if not (type(target.comparator) is cst.Name and target.comparator.value == "None"
+                    and type(target.operator) in (cst.Is, cst.IsNot)):
+                return None
+            subject, absent = test.left, type(target.operator) is cst.Is
+        elif type(test) not in (cst.Name, cst.Attribute):
+            return None
+        if type(subject) not in (cst.Name, cst.Attribute) or not self.is_accelerator(subject):
+            return None
+        return absent != negated
 
     def _flag_origin(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
         """The test a flag was assigned from (``is_ddp = isinstance(model, DDP)``; ``if is_ddp:``),
