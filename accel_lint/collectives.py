@@ -37,8 +37,13 @@ SPLITS_PER_RANK: Final = "SPLITS_PER_RANK"
 # not a collective: the methods of a model class of another module that run its forward
 # (`def sample(self, ...): ... self(x) ...`); its detail is their names, space-separated
 FORWARD_METHODS: Final = "FORWARD_METHODS"
+# not a collective: a module function that writes a file whenever it runs (no condition, no
+# rank guard around the write); its detail is "<parameter position or ->|<what>|<line>": which
+# parameter holds the path ("-": a path of its own), the write, and its line in that module
+WRITES_FILE: Final = "WRITES_FILE"
 # what a module summary may say of a name that is not an op it performs
-NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS})
+NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
+                            WRITES_FILE})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
 MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS})
 

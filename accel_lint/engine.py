@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, MADE_FACTS, RANK_PREDICATE
+from .collectives import ACCELERATOR_FACTORY, MADE_FACTS, RANK_PREDICATE, WRITES_FILE
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -515,17 +515,17 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
     name from it and binds the result. The modules are read in ``jobs`` workers first when there
     are enough of them (a large tree imports hundreds)."""
     asked = _asked_of_modules(results, exporting, linted)
-    told: dict[tuple[str, frozenset[str], bool], bool] = {}  # _may_tell, once per module and question
+    told: dict[tuple[str, frozenset[str], frozenset], bool] = {}  # _may_tell, once per module and question
     if jobs > 1:
         _read_helper_facts_in_workers(results, exporting, linted, cache_dir, jobs, asked)
     for candidate, name, _why in _unexported_imports(results, exporting, linted):
-        names, rank_only = asked.get(candidate, ({name}, False))
-        facts = _helper_facts(candidate, cache_dir, names | {name}, rank_only, told)
+        names, whys = asked.get(candidate, ({name}, _ALL))
+        facts = _helper_facts(candidate, cache_dir, names | {name}, whys, told)
         if name not in facts and candidate.endswith("__init__.py"):
             # a package that re-exports a class of one of its modules
             # (`from .modeling import Net` in its __init__.py)
             source = _reexported_from(candidate, name)
-            facts = _helper_facts(source, cache_dir, {name}, False, told) if source in linted else {}
+            facts = _helper_facts(source, cache_dir, {name}, _ALL, told) if source in linted else {}
         if name in facts:
             exporting[candidate] = {**exporting.get(candidate, {}), name: facts[name]}
 
@@ -546,30 +546,31 @@ def _unexported_imports(results: list[LintResult], exporting: dict[str, dict], l
 
 
 def _asked_of_modules(results: list[LintResult], exporting: dict[str, dict], linted: set[str]
-                      ) -> dict[str, tuple[set[str], bool]]:
-    """module file -> (the names importers ask it about, whether every importer only reads them:
-    ``"tested"``, where a rank or rank predicate is all such a name can tell)."""
-    asked: dict[str, tuple[set[str], bool]] = {}
+                      ) -> dict[str, tuple[set[str], frozenset[str]]]:
+    """module file -> (the names importers ask it about, why they ask: ``"tested"``, a name only
+    read, where a rank or rank predicate is all it can tell; ``"called"``, called with its result
+    unused, where a file it writes (or a rank it reads) matters; anything else asks for all)."""
+    asked: dict[str, tuple[set[str], set[str]]] = {}
     for candidate, name, why in _unexported_imports(results, exporting, linted):
-        names, only = asked.get(candidate, (set(), True))
+        names, whys = asked.setdefault(candidate, (set(), set()))
         names.add(name)
-        asked[candidate] = (names, only and why == "tested")
-    return asked
+        whys.add(why if why in ("tested", "called") else "all")
+    return {candidate: (names, frozenset(whys)) for candidate, (names, whys) in asked.items()}
 
 
 def _read_helper_facts_in_workers(results: list[LintResult], exporting: dict[str, dict], linted: set[str],
-                                  cache_dir: Path | None, jobs: int, asked: dict[str, tuple[set[str], bool]]) -> None:
+                                  cache_dir: Path | None, jobs: int, asked: dict[str, tuple[set[str], frozenset]]) -> None:
     """Fill the per-process memo of ``_helper_facts`` for every module ``_add_helper_facts`` may
     ask about, in worker processes."""
-    wanted = {candidate for candidate, (names, rank_only) in asked.items() if _may_tell(candidate, names, rank_only)}
+    wanted = {candidate for candidate, (names, whys) in asked.items() if _may_tell(candidate, names, whys)}
     reexported: dict[str, set[str]] = {}
-    for candidate, (names, _rank_only) in asked.items():
+    for candidate, (names, _whys) in asked.items():
         if candidate.endswith("__init__.py"):
             for name in names:
                 source = _reexported_from(candidate, name)
                 if source in linted:
                     reexported.setdefault(source, set()).add(name)
-    wanted |= {source for source, names in reexported.items() if _may_tell(source, names, False)}
+    wanted |= {source for source, names in reexported.items() if _may_tell(source, names, _ALL)}
     missing = []
     for path in sorted(wanted):
         key = _stat_key(path)
@@ -632,12 +633,25 @@ def _reexported_from(init: str, name: str) -> str | None:
 _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
 
 
-def _may_tell(path: str, names: set[str], rank_only: bool) -> bool:
+_ALL = frozenset({"all"})
+
+
+def _write_tokens() -> tuple[bytes, ...]:
+    """What a module that writes a file must say: ``open(`` or a write of the library table."""
+    from .library import default_library
+
+    library = default_library()
+    names = {"open", "save_pretrained"} | {name.rsplit(".", 1)[-1] for name in library.writes} | set(library.write_methods)
+    return tuple(f"{name}(".encode() for name in sorted(names))
+
+
+def _may_tell(path: str, names: set[str], whys: frozenset) -> bool:
     """Whether the module's text can hold a fact about one of ``names``: it defines one of them
     (``def``/``class``/an assignment: every fact is about a function, class or constant of the
-    module itself), and, where only a rank or rank predicate is asked for, it names a rank
-    source (``RANK_SOURCE_NAMES``). A large tree's imports ask about hundreds of modules that
-    define none of what is asked (re-exports, type names)."""
+    module itself), and, where the importers only read the names (``"tested"``: a rank or rank
+    predicate) or only call them (``"called"``: a write), it names a rank source
+    (``RANK_SOURCE_NAMES``) or a write. A large tree's imports ask about hundreds of modules
+    that define none of what is asked (re-exports, type names)."""
     from .model import RANK_SOURCE_NAMES
 
     try:
@@ -645,18 +659,24 @@ def _may_tell(path: str, names: set[str], rank_only: bool) -> bool:
             data = f.read()
     except OSError:
         return False
-    if rank_only and not any(source.encode() in data for source in RANK_SOURCE_NAMES):
-        return False
+    if "all" not in whys:
+        tokens: tuple[bytes, ...] = ()
+        if "tested" in whys:
+            tokens += tuple(source.encode() for source in RANK_SOURCE_NAMES)
+        if "called" in whys:
+            tokens += _write_tokens() + tuple(source.encode() for source in RANK_SOURCE_NAMES)
+        if not any(token in data for token in tokens):
+            return False
     alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
     return re.search(rb"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+(?:" + alternatives + rb")\b"
                      rb"|^[ \t]*(?:" + alternatives + rb")[ \t]*(?::[^=\n]*)?=", data, re.MULTILINE) is not None
 
 
 def _helper_facts(path: str, cache_dir: Path | None = None, names: set[str] | None = None,
-                  rank_only: bool = False, told: dict | None = None) -> dict[str, list[tuple[str, str]]]:
+                  whys: frozenset = _ALL, told: dict | None = None) -> dict[str, list[tuple[str, str]]]:
     """``FileModel.made_facts`` of a module, parsed once per version of the file in a process,
     and kept in the on-disk cache by content between runs (a warm run parses nothing).
-    ``names``/``rank_only``: what the caller asks about (see ``_may_tell``); a module that
+    ``names``/``whys``: what the caller asks about (see ``_may_tell``); a module that
     cannot tell is not parsed, and nothing is remembered for it."""
     try:
         key = _stat_key(path)
@@ -665,10 +685,10 @@ def _helper_facts(path: str, cache_dir: Path | None = None, names: set[str] | No
         if key in _HELPER_FACTS:
             return _HELPER_FACTS[key]
         if names is not None:
-            question = (path, frozenset(names), rank_only)
+            question = (path, frozenset(names), whys)
             may = told.get(question) if told is not None else None
             if may is None:
-                may = _may_tell(path, names, rank_only)
+                may = _may_tell(path, names, whys)
                 if told is not None:
                     told[question] = may
             if not may:
@@ -797,8 +817,11 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 ops = [tuple(op) for op in summary.get(name, ())]
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
+                elif why == "called":  # called with its result unused: a write (or a rank) matters
+                    ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE)]
                 elif why != "guarded":  # only assigned from: what it returns matters (a rank too)
-                    ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RANK_PREDICATE) or op[0] in MADE_FACTS]
+                    ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RANK_PREDICATE, WRITES_FILE)
+                           or op[0] in MADE_FACTS]
                 if ops:
                     found[local] = ops
                 break

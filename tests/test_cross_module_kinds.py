@@ -307,3 +307,52 @@ def test_a_rank_exported_by_another_module_is_a_rank_where_it_is_read(tmp_path):
     (tmp_path / "pkg" / "train.py").write_text(USES_RANK_VALUES)
     _, found = json_findings("--no-cache", "--select", "AL401", str(tmp_path))
     assert [d["line"] for d in found] == [10], found
+
+
+WRITERS = """\
+import json
+import os
+
+
+def save_json(obj, path):
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def write_predictions(preds, output_dir):
+    out = os.path.join(output_dir, "predictions.json")
+    with open(out, "w") as f:
+        json.dump(preds, f)
+
+
+def save_if_any(obj, path):
+    if obj:
+        with open(path, "w") as f:
+            json.dump(obj, f)
+"""
+
+EVALUATE = """\
+import torch
+from accelerate import Accelerator
+from writers import save_if_any, save_json, write_predictions
+
+
+def main(args):
+    accelerator = Accelerator()
+    model = accelerator.prepare(torch.nn.Linear(2, 2))
+    save_json({"loss": 1.0}, args.out)
+    write_predictions([1, 2], args.output_dir)
+    save_if_any({}, args.out)
+    if accelerator.is_main_process:
+        save_json({"loss": 1.0}, args.out)
+    save_json({}, f"{args.out}.{accelerator.process_index}")
+"""
+
+
+def test_a_function_of_another_module_that_always_writes_is_a_write_where_every_rank_calls_it(tmp_path: Path):
+    (tmp_path / "writers.py").write_text(WRITERS)
+    (tmp_path / "evaluate.py").write_text(EVALUATE)
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert [(d["line"], d["code"]) for d in found] == [(9, "AL401"), (10, "AL401")], found
+    facts = [e["fact"] for e in found[0]["evidence"]]
+    assert any("always writes" in f and "line 6 of its module" in f for f in facts), facts

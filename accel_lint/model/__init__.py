@@ -38,7 +38,7 @@ from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr
-from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK
+from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, WRITES_FILE
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -441,7 +441,62 @@ class FileModel:
                 out.setdefault(name, []).append((FORWARD_METHODS, " ".join(sorted(methods))))
         for name, where in self.predicate_constants().items():
             out.setdefault(name, []).append((RANK_PREDICATE, where))
+        for name, detail in self.writing_functions().items():
+            out.setdefault(name, []).append((WRITES_FILE, detail))
         return out
+
+    def writing_functions(self) -> dict[str, str]:
+        """Module functions that write a file whenever they run, for the modules that call them
+        (``def save_json(obj, path): with open(path, "w") ...``): the write is in the function's
+        own body, under no ``if``, ``try`` or rank test, not tolerant of other ranks
+        (``exist_ok=True``), and its path is a parameter or built only from one and constants
+        (``os.path.join(out_dir, "preds.json")``), never from a rank. name -> ``"<position of
+        that parameter, or ->|<the write>|<its line>"``; the first such write of each function.
+        Only from a module with no Accelerate in it: an Accelerate module's own writes are
+        reported where they are."""
+        out: dict[str, str] = {}
+        if self.is_accelerate_file:
+            return out
+        for write in self.writes:
+            call = write.call
+            scope = self.scope_of(call)
+            if type(scope) is not cst.FunctionDef or write.tolerant or write.what.endswith("()"):
+                continue  # (a write that is itself another module's function: not followed twice)
+            name = scope.name.value
+            if name in out or self.index.module_functions.get(name) is not scope:
+                continue
+            if any(type(a) in (cst.If, cst.IfExp, cst.Try, cst.While, cst.Lambda) for a in self._ancestors_in(call, scope)):
+                continue
+            params = [p.name.value for p in self.index.functions[scope].params]
+            position = "-"
+            if write.path is not None:
+                read = self._names_read(write.path)
+                for local in read - set(params):
+                    # `out = os.path.join(output_dir, "preds.json")`, bound once in the function
+                    bound = [n for n in self.index.walk(scope) if type(n) is cst.Assign and len(n.targets) == 1
+                             and type(n.targets[0].target) is cst.Name and n.targets[0].target.value == local]
+                    if len(bound) == 1:
+                        read = (read - {local}) | self._names_read(bound[0].value)
+                from_params = [p for p in params if p in read]
+                others = read - set(params) - {"os", "Path", "str"}
+                if len(from_params) != 1 or others or self.reads_rank(write.path):
+                    continue
+                position = str(params.index(from_params[0]))
+            out[name] = f"{position}|{write.what}|{self.line_of(call)}"
+        return out
+
+    def _names_read(self, expr: cst.BaseExpression) -> set[str]:
+        """The plain names ``expr`` reads (not attribute names, not keyword names)."""
+        parents = self.index.parents
+        return {n.value for n in self.index.walk(expr) if type(n) is cst.Name
+                and not (type(parents.get(n)) is cst.Attribute and parents[n].attr is n)
+                and not (type(parents.get(n)) is cst.Arg and parents[n].keyword is n)}
+
+    def _ancestors_in(self, node: cst.CSTNode, scope: cst.CSTNode):
+        for ancestor in self.index.ancestors(node):
+            if ancestor is scope:
+                return
+            yield ancestor
 
     def predicate_constants(self) -> dict[str, str]:
         """Module-level names bound once to a rank predicate or a rank (``MASTER = RANK == 0``,
@@ -653,18 +708,23 @@ class FileModel:
         # what its methods do matters where the model is used
         pretrained = {name.rpartition(".")[0] for call in self.index.calls
                       if (name := dotted_name(call.func)) is not None and name.endswith(".from_pretrained")}
+        # any other imported call with arguments: it may write a file (`save_json(preds, out)`)
+        called = {name for call in self.index.calls
+                  if analysed and call.args and from_another_module(name := dotted_name(call.func))}
 
         # why each name matters: "guarded" (its collectives count at a guarded call), "tested"
         # (only read: it may be a rank predicate or a rank) or "assigned" (what it makes)
         def why(name: str) -> str:
             if name in guarded:
                 return "guarded"
-            return "tested" if name in tested and name not in assigned and name not in pretrained else "assigned"
+            if name in assigned or name in pretrained:
+                return "assigned"
+            return "called" if name in called else "tested"
 
         out = [(*where, local, why(local))
                for local, where in imported.items()
-               if local in guarded or local in assigned or local in tested or local in pretrained]
-        for name in sorted(n for n in assigned | guarded | tested if n and "." in n):
+               if local in guarded or local in assigned or local in tested or local in pretrained or local in called]
+        for name in sorted(n for n in assigned | guarded | tested | called if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
                 out.append((*modules[head], function, name, why(name)))
@@ -1376,11 +1436,31 @@ class FileModel:
     @cached_property
     def writes(self) -> list[Write]:
         out = []
+        writers = {name: detail for name, facts in self.external.items()
+                   for kind, detail in facts if kind == WRITES_FILE}
         for call in self.index.calls:
             w = classify_write(call, self.index.imports, self.library, self._origins_of)
+            if w is None and writers:
+                w = self._imported_write(call, writers)
             if w is not None:
                 out.append(w)
         return out
+
+    def _imported_write(self, call: cst.Call, writers: dict[str, str]) -> Write | None:
+        """A call of another module's function that writes a file whenever it runs
+        (``WRITES_FILE``): a write here, of the argument its path parameter receives."""
+        name = dotted_name(call.func)
+        detail = writers.get(name) if name is not None else None
+        if detail is None:
+            return None
+        position, what, line = detail.split("|")
+        path = None
+        if position != "-":
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            if any(a.star for a in call.args) or int(position) >= len(positional):
+                return None  # passed by keyword or unpacked: which argument is the path is not known here
+            path = positional[int(position)].value
+        return Write(call, f"{name}()", path, origin=f"{what} on line {line} of its module")
 
     # -- positions (resolved only for files that report something) --------------------------
     @property

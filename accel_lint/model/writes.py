@@ -20,6 +20,9 @@ class Write:
     # passed a keyword that makes it safe on every rank at once (`exist_ok=True`)
     tolerant: bool = False
     creates_directory: bool = False  # the losers of the race raise FileExistsError
+    # a call of another module's function that writes: where its write is ("open(..., 'w') on
+    # line 12 of its module"); None for a write of this file
+    origin: str | None = None
 
 
 def _mode_of(call: cst.Call) -> str | None:

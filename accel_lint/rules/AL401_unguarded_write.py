@@ -254,7 +254,8 @@ if args.use_deepspeed or accelerator.is_main_process:
                 f"`{write.what}` writes {path} on every rank at once{via}, which corrupts or races on a shared "
                 f"file system; guard it with `if {acc}.is_main_process:` or use `{acc}.save()`",
                 fix=_guard(model, call, site),
-                evidence=(every_rank,),
+                evidence=(every_rank, *(((call, f"`{write.what}` always writes: {write.origin}"),)
+                                        if write.origin else ())),
             )
 
 
