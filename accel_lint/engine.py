@@ -354,11 +354,22 @@ def _noqa_rewrite(line_text: str, noqa, drop: set[str]) -> tuple[int, int, int, 
 NOTEBOOK_SIZE_FACTOR = 20  # a notebook's outputs (images) may be large: the size limit applies to its code
 
 
+# what a script written for several processes uses: it starts them itself, trains (a backward, a
+# library's Trainer), tests its rank, or waits for the other ranks
+_SEVERAL_PROCESSES = (b"notebook_launcher", b"debug_launcher", b"spawn(", b"start_processes", b"elastic_launch",
+                      b"Process(", b".backward(", b"Trainer(", b"is_main_process", b"is_local_main_process", b"get_rank()",
+                      b"wait_for_everyone", b"main_process_first", b"split_between_processes")
+
+
 def spawns_processes(data: bytes) -> bool:
-    """The script starts its own processes (``notebook_launcher``, ``mp.spawn``, ...): run as
-    ``python script.py``, it still has several ranks."""
-    return any(token in data for token in (b"notebook_launcher", b"debug_launcher", b"spawn(", b"start_processes",
-                                           b"elastic_launch", b"Process("))
+    """The script is written for several processes, whatever its documented launch: it starts
+    its own (``notebook_launcher``, ``mp.spawn``), trains (``.backward(``, a library's
+    ``Trainer(``), tests its rank (``is_main_process``)
+    or waits for the others. A README's ``python train.py`` then shows one way to run it, not
+    the only one; only a script with none of these (an evaluation or export run as one process,
+    which may still pick its device by ``process_index`` or gather what it computes) is taken at
+    its launch commands' word."""
+    return any(token in data for token in _SEVERAL_PROCESSES)
 
 
 def _keep_one_process_rules(result: LintResult) -> None:

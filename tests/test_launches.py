@@ -73,3 +73,11 @@ def test_a_script_that_starts_its_own_processes_keeps_every_rule(tmp_path: Path)
     (tmp_path / "scripts" / "eval.py").write_text(SCRIPT + "notebook_launcher(run, num_processes=2)\n")
     (tmp_path / "README.md").write_text("python scripts/eval.py\n")
     assert "AL401" in _codes(tmp_path)
+
+
+def test_a_script_written_for_several_processes_keeps_every_rule_whatever_its_readme_shows(tmp_path: Path):
+    (tmp_path / "scripts").mkdir()
+    training = SCRIPT.replace('print("scoring")', 'accelerator.backward(model(torch.ones(2)).sum())\nprint("scoring")')
+    (tmp_path / "scripts" / "eval.py").write_text(training)
+    (tmp_path / "README.md").write_text("python scripts/eval.py\n")
+    assert "AL401" in _codes(tmp_path)
