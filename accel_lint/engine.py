@@ -103,8 +103,7 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         if hit is not None:
             (result.diagnostics, result.errors, result.notices, result.summary, result.imports,
              result.passes) = hit
-            if path in config.single_process_files and not spawns_processes(data):
-                _keep_one_process_rules(result)
+            _apply_launch(result, path, data, config)
             result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
             return result
     if cache_only:
@@ -115,8 +114,7 @@ def lint_source(source: bytes | str, path: str, config: Config, rules: list[type
         cache.put(key, result.diagnostics, result.errors, result.notices, result.summary, result.imports,
                   result.passes)
     # after the cache: the same file content gives the same findings under any config
-    if path in config.single_process_files and not spawns_processes(data):
-        _keep_one_process_rules(result)
+    _apply_launch(result, path, data, config)
     result.diagnostics = adjust_severities(result.diagnostics, config.accelerate_configs)
     if result.fixes:
         adjusted = {d: d.severity for d in result.diagnostics}
@@ -361,7 +359,7 @@ _SEVERAL_PROCESSES = (b"notebook_launcher", b"debug_launcher", b"spawn(", b"star
                       b"wait_for_everyone", b"main_process_first", b"split_between_processes")
 
 
-def spawns_processes(data: bytes) -> bool:
+def written_for_several_processes(data: bytes) -> bool:
     """The script is written for several processes, whatever its documented launch: it starts
     its own (``notebook_launcher``, ``mp.spawn``), trains (``.backward(``, a library's
     ``Trainer(``), tests its rank (``is_main_process``)
@@ -372,11 +370,12 @@ def spawns_processes(data: bytes) -> bool:
     return any(token in data for token in _SEVERAL_PROCESSES)
 
 
-def _keep_one_process_rules(result: LintResult) -> None:
-    """A file the project runs as one process: only the findings of rules whose harm exists in
-    one process too (``Rule.holds_in_one_process``) stay, with their fixes."""
-    from .rules import all_rules
-
+def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) -> None:
+    """A file the project runs as one process (``config.single_process_files``) and that is not
+    written for several: only the findings of rules whose harm exists in one process too
+    (``Rule.holds_in_one_process``) stay, with their fixes. Applied after the cache."""
+    if path not in config.single_process_files or written_for_several_processes(data):
+        return
     kept = {r.code for r in all_rules() if r.holds_in_one_process}
     result.diagnostics = [d for d in result.diagnostics if d.code in kept]
     result.fixes = [(d, fix) for d, fix in result.fixes if d.code in kept]
@@ -647,6 +646,7 @@ _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
 _ALL = frozenset({"all"})
 
 
+@functools.cache
 def _write_tokens() -> tuple[bytes, ...]:
     """What a module that writes a file must say: ``open(`` or a write of the library table."""
     from .library import default_library
@@ -671,11 +671,10 @@ def _may_tell(path: str, names: set[str], whys: frozenset) -> bool:
     except OSError:
         return False
     if "all" not in whys:
-        tokens: tuple[bytes, ...] = ()
-        if "tested" in whys:
-            tokens += tuple(source.encode() for source in RANK_SOURCE_NAMES)
+        # a rank or rank predicate for names read or called, a write for names called
+        tokens = tuple(source.encode() for source in RANK_SOURCE_NAMES)
         if "called" in whys:
-            tokens += _write_tokens() + tuple(source.encode() for source in RANK_SOURCE_NAMES)
+            tokens += _write_tokens()
         if not any(token in data for token in tokens):
             return False
     alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cached_property
+from itertools import takewhile
 
 import libcst as cst
 
@@ -37,7 +38,7 @@ from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
-from .names import bound_names, dotted_name, last_attr
+from .names import bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, WRITES_FILE
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, YES, ObjectTracker, Value, arguments_by_parameter)
@@ -465,7 +466,8 @@ class FileModel:
             name = scope.name.value
             if name in out or self.index.module_functions.get(name) is not scope:
                 continue
-            if any(type(a) in (cst.If, cst.IfExp, cst.Try, cst.While, cst.Lambda) for a in self._ancestors_in(call, scope)):
+            if any(type(a) in (cst.If, cst.IfExp, cst.Try, cst.While, cst.Lambda)
+                   for a in takewhile(lambda a: a is not scope, self.index.ancestors(call))):
                 continue
             params = [p.name.value for p in self.index.functions[scope].params]
             position = "-"
@@ -486,17 +488,8 @@ class FileModel:
         return out
 
     def _names_read(self, expr: cst.BaseExpression) -> set[str]:
-        """The plain names ``expr`` reads (not attribute names, not keyword names)."""
-        parents = self.index.parents
-        return {n.value for n in self.index.walk(expr) if type(n) is cst.Name
-                and not (type(parents.get(n)) is cst.Attribute and parents[n].attr is n)
-                and not (type(parents.get(n)) is cst.Arg and parents[n].keyword is n)}
-
-    def _ancestors_in(self, node: cst.CSTNode, scope: cst.CSTNode):
-        for ancestor in self.index.ancestors(node):
-            if ancestor is scope:
-                return
-            yield ancestor
+        """The plain names ``expr`` reads (``index.loads_in``: not attribute or keyword names)."""
+        return {n.value for n in self.index.loads_in(expr) if type(n) is cst.Name}
 
     def predicate_constants(self) -> dict[str, str]:
         """Module-level names bound once to a rank predicate or a rank (``MASTER = RANK == 0``,
@@ -917,12 +910,11 @@ class FileModel:
         while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             negated, test = not negated, test.expression
         subject, absent = test, False
-        if type(test) is cst.Comparison and len(test.comparisons) == 1:
-            target = test.comparisons[0]
-            if not (type(target.comparator) is cst.Name and target.comparator.value == "None"
-                    and type(target.operator) in (cst.Is, cst.IsNot)):
+        if type(test) is cst.Comparison:
+            compared = none_comparison(test)
+            if compared is None:
                 return None
-            subject, absent = test.left, type(target.operator) is cst.Is
+            subject, absent = compared
         elif type(test) not in (cst.Name, cst.Attribute):
             return None
         if type(subject) not in (cst.Name, cst.Attribute) or not self.is_accelerator(subject):
@@ -1653,14 +1645,10 @@ class FileModel:
 
 def _none_test(test: cst.BaseExpression) -> tuple[str, bool] | None:
     """``(name, True)`` for ``name is None``, ``(name, False)`` for ``name is not None``."""
-    if type(test) is cst.Comparison and type(test.left) is cst.Name and len(test.comparisons) == 1:
-        target = test.comparisons[0]
-        if _is_none(target.comparator):
-            if type(target.operator) is cst.Is:
-                return test.left.value, True
-            if type(target.operator) is cst.IsNot:
-                return test.left.value, False
-    return None
+    compared = none_comparison(test)
+    if compared is None or type(compared[0]) is not cst.Name:
+        return None
+    return compared[0].value, compared[1]
 
 
 def _is_none(expr: cst.BaseExpression) -> bool | None:

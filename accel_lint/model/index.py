@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .names import ImportMap, dotted_name
+from .names import ImportMap, dotted_name, none_comparison
 from .syntax import syntax_children
 
 ScopeNode = cst.Module | cst.FunctionDef
@@ -286,16 +286,13 @@ class FileIndex:
         declares that option with a number or string default and never assigns it ``None``
         (``cli_defaults_not_none``). ``None`` otherwise. Every walk that splits paths at a
         branch asks this, so a dead arm is dead for every rule."""
-        if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Attribute:
+        compared = none_comparison(test)
+        if compared is None or type(compared[0]) is not cst.Attribute:
             return None
-        target = test.comparisons[0]
-        if not (type(target.comparator) is cst.Name and target.comparator.value == "None"):
+        subject, is_none = compared
+        if subject.attr.value not in self.cli_defaults_not_none:
             return None
-        if type(target.operator) not in (cst.Is, cst.IsNot):
-            return None
-        if test.left.attr.value not in self.cli_defaults_not_none:
-            return None
-        return type(target.operator) is cst.IsNot
+        return not is_none
 
     def loads_in(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
         """Every ``Name``/``Attribute`` inside ``node`` (outside nested scopes), cached."""

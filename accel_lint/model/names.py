@@ -38,6 +38,21 @@ def bound_names(target: cst.BaseExpression) -> list[str]:
     return [name] if name is not None else []
 
 
+def none_comparison(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
+    """``(subject, True)`` for ``<subject> is None``, ``(subject, False)`` for ``<subject> is not
+    None``; ``None`` for any other test."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if not (type(target.comparator) is cst.Name and target.comparator.value == "None"):
+        return None
+    if type(target.operator) is cst.Is:
+        return test.left, True
+    if type(target.operator) is cst.IsNot:
+        return test.left, False
+    return None
+
+
 def last_attr(node: cst.BaseExpression) -> str | None:
     """The final component of an attribute or name: ``c`` for ``a.b.c``."""
     kind = type(node)

@@ -200,34 +200,36 @@ def _keeps_in_memory(call: cst.Call) -> bool:
 _IN_MEMORY_CONSTRUCTORS = frozenset({"from_dict", "from_list", "from_pandas", "from_polars"})
 
 
-def _in_memory_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -> bool:
+def _every_origin(model: FileModel, expr: cst.BaseExpression, made, depth: int) -> bool:
+    """Every object ``expr`` may hold (a split ``raw["train"]`` is ``raw``'s) was made as
+    ``made(model, origin, depth)`` says; ``False`` when none is known."""
     if depth > 20:
         return False
     if isinstance(expr, cst.Subscript):
-        return _in_memory_dataset(model, expr.value, depth + 1)
+        return _every_origin(model, expr.value, made, depth + 1)
     if isinstance(expr, cst.Call):
         origins = [expr]
     else:
         value = model.value_at(expr)
         origins = list(value.origins()) if value is not None else []
-    if not origins:
+    return bool(origins) and all(made(model, origin, depth) for origin in origins)
+
+
+def _in_memory_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    return _every_origin(model, expr, _made_in_memory, depth)
+
+
+def _made_in_memory(model: FileModel, origin: cst.CSTNode, depth: int) -> bool:
+    if isinstance(origin, cst.Subscript):
+        return _in_memory_dataset(model, origin.value, depth + 1)
+    if not isinstance(origin, cst.Call) or not isinstance(origin.func, cst.Attribute):
         return False
-    for origin in origins:
-        if isinstance(origin, cst.Subscript):
-            if not _in_memory_dataset(model, origin.value, depth + 1):
-                return False
-            continue
-        if not isinstance(origin, cst.Call) or not isinstance(origin.func, cst.Attribute):
-            return False
-        qualified = model.index.imports.qualify_expr(origin.func) or ""
-        if qualified.startswith("datasets.") and origin.func.attr.value in _IN_MEMORY_CONSTRUCTORS:
-            continue
-        if origin.func.attr.value in ("map", "filter") and _keeps_in_memory(origin):
-            continue
-        if origin.func.attr.value in _DATASET_METHODS and _in_memory_dataset(model, origin.func.value, depth + 1):
-            continue
-        return False
-    return True
+    qualified = model.index.imports.qualify_expr(origin.func) or ""
+    if qualified.startswith("datasets.") and origin.func.attr.value in _IN_MEMORY_CONSTRUCTORS:
+        return True
+    if origin.func.attr.value in ("map", "filter") and _keeps_in_memory(origin):
+        return True
+    return origin.func.attr.value in _DATASET_METHODS and _in_memory_dataset(model, origin.func.value, depth + 1)
 
 
 def _is_hf_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -> bool:
@@ -235,16 +237,7 @@ def _is_hf_dataset(model: FileModel, expr: cst.BaseExpression, depth: int = 0) -
     (``load_dataset``, ``Dataset.from_dict``, ``load_from_disk``, ...), or by a method of one that
     returns another (``.map``, ``.filter``, ``["train"]``). Anything else (a webdataset
     pipeline, whose ``.map`` is a lazy per-sample transform) is not."""
-    if depth > 20:
-        return False
-    if isinstance(expr, cst.Subscript):
-        return _is_hf_dataset(model, expr.value, depth + 1)
-    if isinstance(expr, cst.Call):
-        origins = [expr]
-    else:
-        value = model.value_at(expr)
-        origins = list(value.origins()) if value is not None else []
-    return bool(origins) and all(_made_by_datasets(model, origin, depth) for origin in origins)
+    return _every_origin(model, expr, _made_by_datasets, depth)
 
 
 def _made_by_datasets(model: FileModel, origin: cst.CSTNode, depth: int) -> bool:
