@@ -191,6 +191,15 @@ GIT_CORPORA = {
     "prot2token": ("mahdip72/prot2token", "8bd6ef846e21a08d80bf1a84bbbf923f10835a2d", None),
     "flagembedding": ("FlagOpen/FlagEmbedding", "7ed43d67ec03fbe5c31c0992dbfa941fb1860549", None),
     "llm2vec": ("McGill-NLP/llm2vec", "312adcfb578b4023bfc9d3bcc83b6b87448ab059", None),
+    # batch 16 (first contact at e40840b)
+    "meteolibre": ("meteolibre-dev/meteolibre_model", "b02f8029f0b612544c6348d6d13fb8bee486c0e6", None),
+    "re-grpo": ("researchim-ai/re-grpo", "9c8ad5e526ac8416fa176a0320a1caf3f800e517", None),
+    "rir-dm": ("Sinabroslowly/RIR-DM", "f30173eb2ce031b1d1ee602a1d9cebc31b9d622c", None),
+    "huatuogpt-ii": ("FreedomIntelligence/HuatuoGPT-II", "88ddf9abc77651e108a2f5abbe38789c8e33efa7", None),
+    "diffbir": ("XPixelGroup/DiffBIR", "3f8b5304245ba0ffd6f1995e51c27c3c72d7618f", None),
+    "t-zero": ("bigscience-workshop/t-zero", "7a699e3ba15c1aeccf5b99cf2e2df3790f0dffce", None),
+    "u-vit": ("baofff/U-ViT", "ce551708dc9cde9818d2af7d84dfadfeb7bd9034", None),
+    "diffusion-e2e-ft": ("VisualComputingInstitute/diffusion-e2e-ft", "4ff5aad00f686e08d49e5ee55054e161dd0a7458", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
@@ -224,8 +233,7 @@ def _git_dir(repo: str, mirror_root: Path | None, cache: Path) -> Path:
 def _add_command_files(dest: Path, where: list[str], commit: str, folder: str | None) -> None:
     """The shell scripts, READMEs and Makefiles of the corpus: the linter reads how the project
     launches each script from them (a script run only as ``python x.py`` has one process)."""
-    listing = subprocess.run(["git", *where, "ls-tree", "-r", "--name-only", commit, *([folder] if folder else [])],
-                             check=True, capture_output=True, text=True).stdout.splitlines()
+    listing = _present_files(where, commit, folder)
     paths = [p for p in listing if p.endswith(_COMMAND_FILES) or p.rsplit("/", 1)[-1] in ("Makefile", "makefile")]
     if paths:
         archive = subprocess.run(["git", *where, "archive", "--format=tar", commit, "--", *paths],
@@ -234,6 +242,19 @@ def _add_command_files(dest: Path, where: list[str], commit: str, folder: str | 
             with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 tar.extractall(dest, filter="data")
     (dest / ".commands").touch()
+
+
+def _present_files(where: list[str], commit: str, folder: str | None = None) -> list[str]:
+    """The files of ``commit`` (under ``folder``) whose blobs the snapshot holds.
+
+    A snapshot may list a large file whose blob it left out; ``git archive`` fails on it.
+    """
+    listing = subprocess.run(["git", *where, "ls-tree", "-r", commit, *([folder] if folder else [])],
+                             check=True, capture_output=True, text=True).stdout.splitlines()
+    entries = [(line.split(None, 3)[2], line.split("\t", 1)[1]) for line in listing if "\t" in line]
+    checked = subprocess.run(["git", *where, "cat-file", "--batch-check"], check=True, capture_output=True,
+                             text=True, input="".join(f"{oid}\n" for oid, _ in entries)).stdout.splitlines()
+    return [path for (_, path), answer in zip(entries, checked) if not answer.endswith(" missing")]
 
 
 def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
@@ -250,9 +271,7 @@ def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
         git_dir = _git_dir(repo, mirror_root, root)
         where = ["-C", str(git_dir)] if (git_dir / ".git").exists() else ["--git-dir", str(git_dir)]
         if folder is None:
-            listing = subprocess.run(["git", *where, "ls-tree", "-r", "--name-only", commit],
-                                     check=True, capture_output=True, text=True).stdout.splitlines()
-            paths = [p for p in listing if p.endswith(_SOURCES)]
+            paths = [p for p in _present_files(where, commit) if p.endswith(_SOURCES)]
         else:
             paths = [folder]
         archive = subprocess.run(["git", *where, "archive", "--format=tar", commit, "--", *paths],
