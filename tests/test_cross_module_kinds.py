@@ -356,3 +356,14 @@ def test_a_function_of_another_module_that_always_writes_is_a_write_where_every_
     assert [(d["line"], d["code"]) for d in found] == [(9, "AL401"), (10, "AL401")], found
     facts = [e["fact"] for e in found[0]["evidence"]]
     assert any("always writes" in f and "line 6 of its module" in f for f in facts), facts
+
+
+def test_a_writer_reached_through_a_star_import_is_a_write_and_a_local_name_is_not(tmp_path: Path):
+    # `from writers import *` binds every public name of the module: a called name nothing in the
+    # file binds is asked of it; a local `save_if_any` (defined here) shadows the module's
+    (tmp_path / "writers.py").write_text(WRITERS)
+    (tmp_path / "evaluate.py").write_text(EVALUATE.replace("from writers import save_if_any, save_json, write_predictions",
+                                                           "from writers import *")
+                                          + "\n\ndef write_predictions(preds, output_dir):\n    return None\n")
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert [(d["line"], d["code"]) for d in found] == [(9, "AL401")], found

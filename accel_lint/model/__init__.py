@@ -26,6 +26,7 @@ When the model cannot decide, it answers "unknown", and rules report nothing.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import replace
 from functools import cached_property
 from itertools import takewhile
@@ -85,6 +86,9 @@ def shorten(text: str, limit: int = 70) -> str:
 # it (the engine skips parsing a helper module asked only about such names when none occurs)
 RANK_SOURCE_NAMES = frozenset({"environ", "getenv", "get_rank", "process_index", "is_main_process",
                                "local_process_index", "is_local_main_process", "get_local_rank"})
+
+_BUILTINS = frozenset(dir(builtins))
+
 
 class FileModel:
     """Everything the rules may ask about one parsed file."""
@@ -667,9 +671,11 @@ class FileModel:
         accelerator). Only files that import such functions are linted a second time."""
         analysed = self.is_accelerate_file or self.uses_torch_distributed
         imported, modules = self._names_imported_from(), self._modules_imported()
+        star_imported = self._star_imported(imported, modules)
+        from_stars = {name for _level, _module, name in star_imported}
 
         def from_another_module(name: str | None) -> bool:
-            return name is not None and (name in imported or name.rpartition(".")[0] in modules)
+            return name is not None and (name in imported or name in from_stars or name.rpartition(".")[0] in modules)
 
         # (a file whose accelerator comes from another module is not analysed yet: only what
         # it assigns from imported calls matters for it)
@@ -717,11 +723,44 @@ class FileModel:
         out = [(*where, local, why(local))
                for local, where in imported.items()
                if local in guarded or local in assigned or local in tested or local in pretrained or local in called]
+        # `from utils import *`: a name called here that nothing in the file binds may come from
+        # any star-imported module (each is asked; one that does not define it tells nothing)
+        for level, module, name in star_imported:
+            if name in guarded or name in assigned or name in tested or name in called:
+                out.append((level, module, name, name, why(name)))
         for name in sorted(n for n in assigned | guarded | tested | called if n and "." in n):
             head, _, function = name.rpartition(".")
             if head in modules and "." not in function:
                 out.append((*modules[head], function, name, why(name)))
         return out
+
+    def _star_imported(self, imported: dict, modules: dict) -> list[tuple[int, str, str]]:
+        """(relative level, module, name) for each name this file calls that nothing in it binds
+        and no builtin is, once per ``from module import *`` of the file."""
+        stars = [(len(node.relative), dotted_name(node.module) if node.module is not None else "")
+                 for node in self.index.import_froms if isinstance(node.names, cst.ImportStar)]
+        if not stars:
+            return []
+        called = {call.func.value for call in self.index.calls if type(call.func) is cst.Name}
+        free = called - self._bound_anywhere() - imported.keys() - modules.keys() - _BUILTINS
+        return [(level, module, name) for level, module in stars for name in sorted(free)]
+
+    def _bound_anywhere(self) -> set[str]:
+        """Every plain name the file binds somewhere: assignment, loop and ``with``/``except``
+        targets, parameters, ``def``s and classes, walrus targets."""
+        bound = set()
+        for node, parent in self.index.parents.items():
+            if type(node) is not cst.Name:
+                continue
+            child = node
+            while type(parent) in (cst.Element, cst.Tuple, cst.List, cst.StarredElement):
+                child, parent = parent, self.index.parents.get(parent)
+            if isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
+                    isinstance(parent, (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr))
+                    and parent.target is child) or (
+                    isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef)) and parent.name is child):
+                bound.add(node.value)
+        return bound
 
     def _in_condition(self, call: cst.Call) -> bool:
         """``call`` is (part of) the test of an ``if``, ``while`` or conditional expression."""
