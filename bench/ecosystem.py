@@ -191,7 +191,7 @@ GIT_CORPORA = {
     "prot2token": ("mahdip72/prot2token", "8bd6ef846e21a08d80bf1a84bbbf923f10835a2d", None),
     "flagembedding": ("FlagOpen/FlagEmbedding", "7ed43d67ec03fbe5c31c0992dbfa941fb1860549", None),
     "llm2vec": ("McGill-NLP/llm2vec", "312adcfb578b4023bfc9d3bcc83b6b87448ab059", None),
-    # batch 16 (first contact at e40840b)
+    # batch 16 (2026-11-27, seventh session): first contact recorded at e40840b, the session's start
     "meteolibre": ("meteolibre-dev/meteolibre_model", "b02f8029f0b612544c6348d6d13fb8bee486c0e6", None),
     "re-grpo": ("researchim-ai/re-grpo", "9c8ad5e526ac8416fa176a0320a1caf3f800e517", None),
     "rir-dm": ("Sinabroslowly/RIR-DM", "f30173eb2ce031b1d1ee602a1d9cebc31b9d622c", None),
