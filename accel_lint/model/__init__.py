@@ -1546,6 +1546,45 @@ class FileModel:
                     accumulates = True
         return exprs, accumulates
 
+    def never_accumulates(self, accelerator: cst.BaseExpression) -> bool:
+        """The constructor this accelerator comes from is known (see ``gradient_accumulation``) and
+        sets no accumulation: no ``gradient_accumulation_steps`` (or a literal 1), no plugin that
+        may carry one (``gradient_accumulation_plugin``, ``deepspeed_plugin``) and no ``**kwargs``.
+        Its ``accumulate()`` then syncs on every step. (``accelerate launch
+        --gradient_accumulation_steps`` could still set it through the environment.)"""
+        value = self.value_at(accelerator)
+        origin = value.origin if value is not None else None
+        constructors = self.objects.acc_constructors
+        if isinstance(origin, cst.Call) and origin in constructors:
+            ctor = origin
+        elif len(constructors) == 1:
+            ctor = next(iter(constructors))
+        else:
+            return False
+        for arg in ctor.args:
+            if arg.star:
+                return False
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword in ("gradient_accumulation_plugin", "deepspeed_plugin"):
+                return False
+            if keyword == "gradient_accumulation_steps" and not (
+                    isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
+                return False
+        return True
+
+    def accumulate_accelerator(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+        """The accelerator of the ``with <accelerator>.accumulate(...)`` around ``node`` (same function)."""
+        for parent in self.ancestors(node):
+            if isinstance(parent, cst.With):
+                for item in parent.items:
+                    call = item.item
+                    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                            and call.func.attr.value == "accumulate" and self.is_accelerator(call.func.value):
+                        return call.func.value
+            if isinstance(parent, cst.FunctionDef):
+                return None
+        return None
+
     def accelerator_settings(self, keyword: str) -> list[cst.BaseExpression]:
         """What the file's accelerators are given for a setting: the constructor's keyword, or
         the field of the ``DataLoaderConfiguration`` its ``dataloader_config=`` is (written there
@@ -1613,16 +1652,7 @@ class FileModel:
 
     def inside_accumulate(self, node: cst.CSTNode) -> bool:
         """Lexically inside ``with <accelerator>.accumulate(...)`` in the same function."""
-        for parent in self.ancestors(node):
-            if isinstance(parent, cst.With):
-                for item in parent.items:
-                    call = item.item
-                    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
-                            and call.func.attr.value == "accumulate" and self.is_accelerator(call.func.value):
-                        return True
-            if isinstance(parent, cst.FunctionDef):
-                return False
-        return False
+        return self.accumulate_accelerator(node) is not None
 
     # -- where a finding sits (suppressions, baselines) ---------------------------------------
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:

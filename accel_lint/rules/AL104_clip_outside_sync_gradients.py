@@ -21,8 +21,10 @@ class ClipOutsideSyncGradients(Rule):
     `with accelerator.accumulate(...)`, or in a loop that calls `accelerator.backward` while
     the accelerator accumulates gradients (`gradient_accumulation_steps` other than 1).
     Not flagged: clips under `if accelerator.sync_gradients:` (also `... and ...`); loops without
-    accumulation; `optimizer.step()`/`zero_grad()` on every micro-step (the prepared optimizer
-    skips them itself).
+    accumulation, also inside the `accumulate()` of an accelerator whose constructor sets none
+    (no `gradient_accumulation_steps`, plugin or `**kwargs`: every step is a sync step);
+    `optimizer.step()`/`zero_grad()` on every micro-step (the prepared optimizer skips them
+    itself).
 
     ## Why is this bad?
     On the micro-steps in between, the gradients are partial sums, so clipping them clips the
@@ -95,6 +97,22 @@ class ClipOutsideSyncGradients(Rule):
             accelerator.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
         """,
+        """\
+        from accelerate import Accelerator
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
+        accelerator = Accelerator(mixed_precision="bf16")
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        dl = DataLoader(dataset, batch_size=8)
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        for batch in dl:
+            with accelerator.accumulate(model):  # no accumulation set: every step is a sync step
+                accelerator.backward(model(**batch).loss)
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+        """,
     ]
     INVALID = [
         """\
@@ -135,7 +153,10 @@ class ClipOutsideSyncGradients(Rule):
             acc_expr = _clip_accelerator(model, call)
             if acc_expr is False or _under_sync_gradients(model, call):
                 continue
-            if not (model.inside_accumulate(call) or _accumulating_backward_loop(model, call)):
+            accumulating = model.accumulate_accelerator(call)
+            if accumulating is not None and model.never_accumulates(accumulating):
+                continue  # `accumulate()` of an accelerator built without accumulation: every step syncs
+            if accumulating is None and not _accumulating_backward_loop(model, call):
                 continue
             acc = model.sole_accelerator_in(model.scope_of(call))
             yield Finding(call, f"`{model.code(call.func)}()` runs on every gradient-accumulation micro-step, on "
