@@ -872,6 +872,34 @@ CASES = {
                 return None
             return dist.new_group([0, 1])
     """, [(8, "AL301")]),
+    # A nested checkpoint helper whose `is_best=False` no call overrides: its `if is_best:` write
+    # never runs. A second helper called once with the flag set still writes on every rank.
+    "flag_parameter_no_call_passes_keeps_its_default": ("""
+        import os
+        import torch
+        from accelerate import Accelerator
+
+        def fit(net, opts, acc):
+            def checkpoint(step, is_best=False):
+                state = acc.unwrap_model(net).state_dict()
+                if is_best:
+                    torch.save(state, os.path.join(opts.out, "best.pt"))
+                if not is_best and acc.is_main_process:
+                    torch.save(state, os.path.join(opts.out, f"step_{step}.pt"))
+
+            def export(step, final=False):
+                if final:
+                    torch.save(acc.unwrap_model(net).state_dict(), os.path.join(opts.out, "final.pt"))
+
+            for step in range(10):
+                checkpoint(step)
+                export(step)
+            export(10, final=True)
+
+        def main(opts):
+            acc = Accelerator()
+            fit(acc.prepare(torch.nn.Linear(2, 2)), opts, acc)
+    """, [(15, "AL401")]),
 }
 
 

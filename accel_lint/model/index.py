@@ -264,10 +264,53 @@ class FileIndex:
         return frozenset(declared)
 
     @cached_property
+    def defaults_never_overridden(self) -> dict[cst.FunctionDef, dict[str, bool]]:
+        """For a nested function (a ``def`` inside a function) that is only ever called by name,
+        each flag parameter (default ``True``, ``False`` or ``None``) that no call passes and the
+        body never rebinds: its truth value on every run (``save_checkpoint(epoch)`` with
+        ``is_best=False``). A nested function is seen whole: nothing outside its enclosing
+        function can call it unless the function hands it out, which a reference other than a
+        call would show."""
+        fixed: dict[cst.FunctionDef, dict[str, bool]] = {}
+        for scope, nested in self.nested_functions.items():
+            for name, fn in nested.items():
+                flags = {p.name.value: p.default.value == "True" for p in self.functions[fn].params
+                         if type(p.default) is cst.Name and p.default.value in ("True", "False", "None")}
+                if not flags:
+                    continue
+                sites = []
+                for node in self.walk(scope):
+                    if type(node) is cst.Name and node.value == name and node is not fn.name:
+                        call = self.parents.get(node)
+                        if not (type(call) is cst.Call and call.func is node):
+                            sites = None  # handed out or rebound: its callers are unknown
+                            break
+                        sites.append(call)
+                if not sites:
+                    continue
+                positions = [p.name.value for p in fn.params.posonly_params + fn.params.params]
+                for call in sites:
+                    if any(arg.star for arg in call.args):
+                        flags = {}
+                        break
+                    for position, arg in enumerate(call.args):
+                        given = arg.keyword.value if arg.keyword is not None else (
+                            positions[position] if position < len(positions) else None)
+                        flags.pop(given, None)
+                for node in self.walk(fn.body):
+                    if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr):
+                        target = node.target
+                        if type(target) is cst.Name:
+                            flags.pop(target.value, None)
+                if flags:
+                    fixed[fn] = flags
+        return fixed
+
+    @cached_property
     def dead_arms(self) -> frozenset[cst.CSTNode]:
         """The arms of conditional expressions and ``if`` statements that no launch runs, by
         :meth:`known_test`: what they read and call is never evaluated."""
-        if not self.cli_defaults_not_none:
+        if not self.cli_defaults_not_none and not self.defaults_never_overridden:
             return frozenset()
         dead = set()
         for node in (*self.conditional_expressions, *self.branches):
@@ -284,8 +327,17 @@ class FileIndex:
         """The value a branch test has on every launch, when the file tells: ``<args>.<option>
         is None`` is ``False`` (and ``is not None`` is ``True``) where the file's argparse
         declares that option with a number or string default and never assigns it ``None``
-        (``cli_defaults_not_none``). ``None`` otherwise. Every walk that splits paths at a
+        (``cli_defaults_not_none``); a flag parameter no call of its nested function passes is
+        its default (``defaults_never_overridden``). ``None`` otherwise. Every walk that splits paths at a
         branch asks this, so a dead arm is dead for every rule."""
+        if type(test) is cst.Name or (type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
+                                      and type(test.expression) is cst.Name):
+            name = test.value if type(test) is cst.Name else test.expression.value
+            scope = self.scope_of(test)
+            value = self.defaults_never_overridden.get(scope, {}).get(name) if type(scope) is cst.FunctionDef else None
+            if value is None:
+                return None
+            return value if type(test) is cst.Name else not value
         compared = none_comparison(test)
         if compared is None or type(compared[0]) is not cst.Attribute:
             return None
