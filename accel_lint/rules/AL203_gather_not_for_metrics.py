@@ -22,6 +22,10 @@ class GatherNotForMetrics(Rule):
     `torch.cat`/`np.concatenate`, or `+=`. An evaluation loop iterates a prepared loader
     under `model.eval()`, `torch.no_grad()`/`inference_mode()`, or a loader named
     `eval`/`val`/`test`/`dev`.
+    Also flags a gather after such a loop (`accelerator.gather`, `accelerate.utils.gather` or
+    `gather_object`, `torch.distributed.all_gather_object` or `all_gather`) of a list the loop
+    filled sample by sample (`results.extend(...)`, or `.append`/`+=` of a value with the
+    batch's rows), alone or through `torch.cat`/`torch.tensor`/`np.concatenate`.
     Not flagged: `gather` in training code (losses, statistics); loops that truncate by
     hand (`samples_seen`, `[: len(eval_dataset) ...]`); loaders built with
     `drop_last=True` or an accelerator with `even_batches=False`.
@@ -99,6 +103,21 @@ class GatherNotForMetrics(Rule):
                 preds = preds[: len(eval_dl.dataset) - samples_seen]
             metric.add_batch(predictions=preds)
         """,
+        """\
+        import torch
+        import torch.distributed as dist
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(model, DataLoader(test_set, batch_size=8))
+        answers = []
+        with torch.no_grad():
+            for batch in loader:
+                answers.extend(decode(model.generate(batch["input_ids"])))
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, answers)
+        answers = [a for part in everyone for a in part][: len(test_set)]
+        """,
     ]
     INVALID = [
         """\
@@ -147,6 +166,22 @@ class GatherNotForMetrics(Rule):
                 gathered = accelerator.gather(logits)  # expect: AL203
                 all_preds.append(gathered)
         """,
+        """\
+        import torch
+        import torch.distributed as dist
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from tqdm import tqdm
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(model, DataLoader(test_set, batch_size=8))
+        answers = []
+        with torch.no_grad():
+            for batch in tqdm(loader):
+                answers.extend(decode(model.generate(batch["input_ids"])))
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, answers)  # expect: AL203
+        score(everyone)
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
@@ -154,9 +189,14 @@ class GatherNotForMetrics(Rule):
             return
         for call in model.index.calls:
             if not _is_gather(model, call):
+                if call.args and "gather" in model.code(call.func):
+                    yield from _gathered_after_the_loop(model, call)
                 continue
             loop = _enclosing_eval_loop(model, call)
-            if loop is None or _truncates_by_hand(model, loop) or _drops_last(model, loop):
+            if loop is None:
+                yield from _gathered_after_the_loop(model, call)
+                continue
+            if _truncates_by_hand(model, loop) or _drops_last(model, loop):
                 continue
             if not _feeds_accumulation(model, call, loop):
                 continue
@@ -175,6 +215,73 @@ class GatherNotForMetrics(Rule):
                 fix=fix,
                 evidence=tuple(model.value_evidence(_loop_iterable(loop))),
             )
+
+
+# gathers of what each rank collected, by the position of the gathered argument
+_GATHER_FUNCTIONS = {"accelerate.utils.gather": 0, "accelerate.utils.operations.gather": 0,
+                     "accelerate.utils.gather_object": 0, "accelerate.utils.operations.gather_object": 0,
+                     "torch.distributed.all_gather_object": 1, "torch.distributed.all_gather": 1}
+# calls that turn a list of results into one value (or a tensor) with the same items
+_AS_ONE = _CONCAT | {"torch.tensor", "torch.as_tensor", "numpy.array", "np.array", "numpy.asarray", "list"}
+
+
+def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Finding]:
+    """A gather, after an evaluation loop over a prepared loader, of a list that loop filled one
+    sample at a time (``results.extend(decoded)``, ``preds.append(logits.argmax(-1))``): every
+    rank's list holds the padding samples of its last batch, and nothing drops them."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "gather" and model.is_accelerator(func.value):
+        position, receiver = 0, model.code(func.value)
+    else:
+        position = _GATHER_FUNCTIONS.get(model.index.imports.qualify_expr(func) or "")
+        receiver = None
+    if position is None or len(call.args) <= position or call.args[position].keyword is not None:
+        return
+    gathered = call.args[position].value
+    while isinstance(gathered, cst.Call) and gathered.args and (
+            model.index.imports.qualify_expr(gathered.func) or model.code(gathered.func)) in _AS_ONE:
+        gathered = gathered.args[0].value
+    if type(gathered) is not cst.Name:
+        return
+    scope = model.scope_of(call)
+    gather_line = model.line_of(call)
+    for loop in model.index.loops:
+        if type(loop) is not cst.For or model.scope_of(loop) is not scope or model.line_of(loop) >= gather_line \
+                or loop in set(model.ancestors(call)):
+            continue
+        if model.prepared_kind(_loop_iterable(loop)) != "loader" or not _is_eval_context(model, loop):
+            continue
+        if not _fills_per_sample(model, gathered.value, loop):
+            continue
+        if _truncates_by_hand(model, loop) or _drops_last(model, loop) or _even_batches_off(model):
+            return
+        loader = model.code(_loop_iterable(loop))
+        advice = (f"gather each batch with `{receiver}.gather_for_metrics()` in the loop" if receiver
+                  else "gather each batch with `accelerator.gather_for_metrics()` in the loop")
+        yield Finding(
+            call,
+            f"`{model.code(func)}()` of `{gathered.value}`, filled sample by sample from the prepared loader "
+            f"`{loader}` (line {model.line_of(loop)}), keeps the samples the loader duplicated to even out the last "
+            f"batch, so the metric counts some samples twice; {advice}, or cut the result to the dataset's length",
+            evidence=((loop, f"`{gathered.value}` is filled here, one entry per sample of `{loader}`"),
+                      *model.value_evidence(_loop_iterable(loop))))
+        return
+
+
+def _fills_per_sample(model: FileModel, name: str, loop: cst.For) -> bool:
+    """``name.extend(...)`` in the loop, or ``name.append(x)`` / ``name += x`` of a value with the
+    batch's first dimension."""
+    for node in model.index.walk(loop.body):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and isinstance(node.func.value, cst.Name) and node.func.value.value == name and node.args:
+            if node.func.attr.value == "extend":
+                return True
+            if node.func.attr.value == "append" and per_sample(model, node.args[0].value, loop):
+                return True
+        if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name \
+                and isinstance(node.operator, cst.AddAssign) and per_sample(model, node.value, loop):
+            return True
+    return False
 
 
 def _is_gather(model: FileModel, call: cst.Call) -> bool:
