@@ -900,6 +900,26 @@ CASES = {
             acc = Accelerator()
             fit(acc.prepare(torch.nn.Linear(2, 2)), opts, acc)
     """, [(15, "AL401")]),
+    # A project name bound once to a string: `if project is None:` never holds, so the tracker
+    # it would start there does not exist. A name bound twice (once from the command line) is
+    # unknown, and the unguarded tracker in its branch still runs on every rank.
+    "a_name_bound_once_to_a_string_is_never_none": ("""
+        import wandb
+        from accelerate import Accelerator
+
+        def main(opts):
+            acc = Accelerator()
+            project = "runs"
+            if project is None:
+                wandb.init(mode="disabled")
+            elif acc.is_main_process:
+                wandb.init(project=project)
+            group = "default"
+            if opts.group:
+                group = opts.group
+            if group is not None:
+                wandb.init(project=project, group=group)
+    """, [(15, "AL402")]),
 }
 
 

@@ -307,10 +307,38 @@ class FileIndex:
         return fixed
 
     @cached_property
+    def names_bound_once_to_literals(self) -> frozenset[str]:
+        """Plain names the whole file binds exactly once, by ``name = <string or number>``
+        (``wandb_project = "runs"``): wherever they are read they are that literal, never
+        ``None``. A second binding of the name anywhere (another function's parameter, a loop
+        target, ``global``) leaves it out."""
+        once: dict[str, bool] = {}
+        for node, parent in self.parents.items():
+            if type(node) is not cst.Name:
+                continue
+            child = node
+            while type(parent) in (cst.Element, cst.Tuple, cst.List, cst.StarredElement):
+                child, parent = parent, self.parents.get(parent)
+            kind = type(parent)
+            if kind is cst.AssignTarget:
+                statement = self.parents.get(parent)
+                literal = child is node and type(statement) is cst.Assign and len(statement.targets) == 1 \
+                    and type(statement.value) in (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
+                once[node.value] = literal and node.value not in once
+            elif kind is cst.AsName or kind is cst.Global or kind is cst.Nonlocal or kind is cst.NameItem or (
+                    kind in (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)
+                    and parent.target is child) or (
+                    kind in (cst.Param, cst.FunctionDef, cst.ClassDef) and parent.name is child) or (
+                    kind is cst.ImportAlias):
+                once[node.value] = False
+        return frozenset(name for name, literal in once.items() if literal)
+
+    @cached_property
     def dead_arms(self) -> frozenset[cst.CSTNode]:
         """The arms of conditional expressions and ``if`` statements that no launch runs, by
         :meth:`known_test`: what they read and call is never evaluated."""
-        if not self.cli_defaults_not_none and not self.defaults_never_overridden:
+        if not self.cli_defaults_not_none and not self.defaults_never_overridden \
+                and not self.names_bound_once_to_literals:
             return frozenset()
         dead = set()
         for node in (*self.conditional_expressions, *self.branches):
@@ -328,7 +356,8 @@ class FileIndex:
         is None`` is ``False`` (and ``is not None`` is ``True``) where the file's argparse
         declares that option with a number or string default and never assigns it ``None``
         (``cli_defaults_not_none``); a flag parameter no call of its nested function passes is
-        its default (``defaults_never_overridden``). ``None`` otherwise. Every walk that splits paths at a
+        its default (``defaults_never_overridden``); a name bound once, to a string or number
+        literal, is never ``None`` (``names_bound_once_to_literals``). ``None`` otherwise. Every walk that splits paths at a
         branch asks this, so a dead arm is dead for every rule."""
         if type(test) is cst.Name or (type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
                                       and type(test.expression) is cst.Name):
@@ -339,6 +368,9 @@ class FileIndex:
                 return None
             return value if type(test) is cst.Name else not value
         compared = none_comparison(test)
+        if compared is not None and type(compared[0]) is cst.Name \
+                and compared[0].value in self.names_bound_once_to_literals:
+            return not compared[1]
         if compared is None or type(compared[0]) is not cst.Attribute:
             return None
         subject, is_none = compared
