@@ -41,11 +41,15 @@ FORWARD_METHODS: Final = "FORWARD_METHODS"
 # rank guard around the write); its detail is "<parameter position or ->|<what>|<line>": which
 # parameter holds the path ("-": a path of its own), the write, and its line in that module
 WRITES_FILE: Final = "WRITES_FILE"
+# not a collective: a function or class of another module that may download a dataset into a
+# folder when it runs (a torchvision dataset with `download=True`, `urlretrieve`), in its own body
+# or through the functions and classes of its module it calls; its detail is "<what>|<line>"
+DOWNLOADS: Final = "DOWNLOADS"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
-                            WRITES_FILE})
+                            WRITES_FILE, DOWNLOADS})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
-MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS})
+MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, MADE_FACTS, RANK_PREDICATE, WRITES_FILE
+from .collectives import ACCELERATOR_FACTORY, DOWNLOADS, MADE_FACTS, RANK_PREDICATE, WRITES_FILE
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -653,7 +653,8 @@ def _write_tokens() -> tuple[bytes, ...]:
 
     library = default_library()
     names = {"open", "save_pretrained"} | {name.rsplit(".", 1)[-1] for name in library.writes} | set(library.write_methods)
-    return tuple(f"{name}(".encode() for name in sorted(names))
+    # a download (`DOWNLOADS`): a torchvision dataset's `download=True`, `urlretrieve(`
+    return (*(f"{name}(".encode() for name in sorted(names)), b"download=True", b"urlretrieve(")
 
 
 def _may_tell(path: str, names: set[str], whys: frozenset) -> bool:
@@ -828,7 +829,7 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
                 elif why == "called":  # called with its result unused: a write (or a rank) matters
-                    ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE)]
+                    ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE, DOWNLOADS)]
                 elif why != "guarded":  # only assigned from: what it returns matters (a rank too)
                     ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RANK_PREDICATE, WRITES_FILE)
                            or op[0] in MADE_FACTS]

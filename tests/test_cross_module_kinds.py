@@ -367,3 +367,51 @@ def test_a_writer_reached_through_a_star_import_is_a_write_and_a_local_name_is_n
                                           + "\n\ndef write_predictions(preds, output_dir):\n    return None\n")
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert [(d["line"], d["code"]) for d in found] == [(9, "AL401")], found
+
+
+DATASETS = """\
+from torchvision import datasets
+
+
+class Cifar:
+    def __init__(self, root):
+        self.train = datasets.CIFAR10(root, train=True, download=True)
+
+
+class Folder:
+    def __init__(self, root):
+        self.root = root
+
+
+def get_dataset(name, root):
+    if name == "cifar":
+        return Cifar(root)
+    return Folder(root)
+
+
+def get_folder(root):
+    return Folder(root)
+"""
+
+TRAIN_ON_DATASETS = """\
+from accelerate import Accelerator
+from data import get_dataset, get_folder
+
+
+def train(opts):
+    accelerator = Accelerator()
+    first = get_dataset(opts.name, opts.root)
+    with accelerator.main_process_first():
+        second = get_dataset(opts.name, opts.root)
+    third = get_folder(opts.root)
+    return first, second, third
+"""
+
+
+def test_a_function_of_another_module_that_downloads_through_its_classes_races_on_every_rank(tmp_path: Path):
+    (tmp_path / "data.py").write_text(DATASETS)
+    (tmp_path / "train.py").write_text(TRAIN_ON_DATASETS)
+    _, found = json_findings("--no-cache", "--show-evidence", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 7, "AL404")], found
+    facts = [e["fact"] for e in found[0]["evidence"]]
+    assert any("torchvision.datasets.CIFAR10(download=True)" in f and "line 6 of its module" in f for f in facts), facts

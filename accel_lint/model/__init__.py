@@ -40,7 +40,8 @@ from .lengths import LoaderLengths
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr, none_comparison
-from ..collectives import FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, WRITES_FILE
+from ..collectives import (DOWNLOADS, FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
+                           WRITES_FILE)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -88,6 +89,9 @@ RANK_SOURCE_NAMES = frozenset({"environ", "getenv", "get_rank", "process_index",
                                "local_process_index", "is_local_main_process", "get_local_rank"})
 
 _BUILTINS = frozenset(dir(builtins))
+# downloads into a folder that every rank would write at once (huggingface_hub's are not here: they
+# lock each file, so ranks that download at once wait for one another and reuse the cache)
+_DOWNLOAD_CALLS = frozenset({"urllib.request.urlretrieve"})
 
 
 class FileModel:
@@ -448,7 +452,57 @@ class FileModel:
             out.setdefault(name, []).append((RANK_PREDICATE, where))
         for name, detail in self.writing_functions().items():
             out.setdefault(name, []).append((WRITES_FILE, detail))
+        for name, detail in self.downloading_names().items():
+            out.setdefault(name, []).append((DOWNLOADS, detail))
         return out
+
+    def download_call(self, call: cst.Call) -> str | None:
+        """What ``call`` downloads into a folder, as written for a message: ``urlretrieve()``, or a
+        torchvision dataset given ``download=True``; ``None`` for anything else."""
+        qualified = self.index.imports.qualify_expr(call.func) or ""
+        if qualified in _DOWNLOAD_CALLS:
+            return qualified.rsplit(".", 1)[-1] + "()"
+        if qualified.startswith("torchvision.datasets.") and any(
+                a.keyword is not None and a.keyword.value == "download" and self.code(a.value) == "True"
+                for a in call.args):
+            return qualified + "(download=True)"
+        return None
+
+    def downloading_names(self) -> dict[str, str]:
+        """Module-level functions and classes that may download (``download_call``) when called,
+        in their body (a class: its ``__init__``) or through the functions and classes of this
+        module they call, outside any rank guard: name -> ``"<what>|<line>"`` of the first."""
+        if not {"download", "urlretrieve"} & self.index.identifiers:
+            return {}
+        starts: dict[str, cst.FunctionDef] = dict(self.index.module_functions)
+        for name, cls in self.index.classes.items():
+            init = cls.methods.get("__init__")
+            if init is not None and cls.node in self.index.module.body:
+                starts.setdefault(name, init)
+        found: dict[str, str] = {}
+        for name, start in starts.items():
+            seen, stack = {start}, [start]
+            while stack and name not in found:
+                for call in self.calls_in(stack.pop()):
+                    what = self.download_call(call)
+                    if what is not None and self.rank_guard_of(call) is None:
+                        found[name] = f"{what}|{self.line_of(call)}"
+                        break
+                    callee = self.index.resolve_call(call) or self.index.constructor_of(call)
+                    if callee is not None and callee not in seen:
+                        seen.add(callee)
+                        stack.append(callee)
+        return found
+
+    def imported_download(self, call: cst.Call) -> tuple[str, int] | None:
+        """(what, line in its module) where ``call`` calls another module's function or class that
+        downloads (``DOWNLOADS``)."""
+        name = dotted_name(call.func)
+        for kind, detail in self.external.get(name, ()) if name is not None else ():
+            if kind == DOWNLOADS:
+                what, line = detail.rsplit("|", 1)
+                return what, int(line)
+        return None
 
     def writing_functions(self) -> dict[str, str]:
         """Module functions that write a file whenever they run, for the modules that call them

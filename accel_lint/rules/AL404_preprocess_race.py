@@ -8,9 +8,6 @@ import libcst as cst
 from ..model import FileModel, shorten
 from .base import Finding, Rule
 
-# huggingface_hub's downloads are not here: they take a file lock per blob, so ranks that download
-# at once wait for one another and reuse the cache (at most the existence checks are repeated)
-_DOWNLOADS = {"urllib.request.urlretrieve"}
 # methods of a `datasets` Dataset/DatasetDict that return another one (what `.map` may be called on)
 _DATASET_METHODS = frozenset({"map", "filter", "select", "shuffle", "train_test_split", "remove_columns",
                               "rename_column", "rename_columns", "cast", "cast_column", "select_columns",
@@ -27,7 +24,9 @@ class PreprocessRace(Rule):
     `with accelerator.main_process_first():` / `local_main_process_first()`: `Dataset.map` and
     `.filter` on a Hugging Face `datasets` object (made by a function of `datasets` such as
     `load_dataset`, or derived from one by `.map`, `.filter`, `["train"]`, ...), `urlretrieve`,
-    and torchvision datasets with `download=True`. (B, error) A collective inside the
+    torchvision datasets with `download=True`, and a function or class of another module of
+    the tree that downloads so when called, in its body or through its module's own functions
+    and classes (`get_dataset("cifar10")`). (B, error) A collective inside the
     `main_process_first()` body.
     Not flagged: calls inside either context manager or under a rank guard; work before any
     accelerator exists; a `.map` on anything the model cannot trace to `datasets` (a
@@ -148,6 +147,10 @@ def _preprocessing_evidence(model: FileModel, call: cst.Call, scope) -> list[tup
     """The accelerator that makes the code run on every rank, and for ``.map``/``.filter`` what
     made the dataset a Hugging Face one."""
     out = model.launch_evidence(scope)
+    imported = model.imported_download(call) if model.external else None
+    if imported is not None:
+        out.append((call, f"`{model.code(call.func)}()` may download: `{imported[0]}` on line {imported[1]} of its "
+                          f"module, into the same folder on every rank"))
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in ("map", "filter"):
         dataset = func.value
@@ -174,12 +177,12 @@ def _accelerator_reaches(model: FileModel, scope, _seen: frozenset = frozenset()
 
 
 def _preprocessing(model: FileModel, call: cst.Call) -> str | None:
-    qualified = model.index.imports.qualify_expr(call.func) or ""
-    if qualified in _DOWNLOADS:
-        return qualified.rsplit(".", 1)[-1] + "()"
-    if qualified.startswith("torchvision.datasets.") and any(
-            a.keyword is not None and a.keyword.value == "download" and model.code(a.value) == "True" for a in call.args):
-        return qualified + "(download=True)"
+    downloads = model.download_call(call)
+    if downloads is not None:
+        return downloads
+    imported = model.imported_download(call) if model.external else None
+    if imported is not None:
+        return f"{model.code(call.func)}()"
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value in ("map", "filter") and call.args \
             and _is_hf_dataset(model, func.value) and not _keeps_in_memory(call) \
