@@ -391,20 +391,25 @@ def get_dataset(name, root):
 
 def get_folder(root):
     return Folder(root)
+
+
+def get_cifar(root):
+    return Cifar(root)
 """
 
 TRAIN_ON_DATASETS = """\
 from accelerate import Accelerator
-from data import get_dataset, get_folder
+from data import get_cifar, get_dataset, get_folder
 
 
 def train(opts):
     accelerator = Accelerator()
-    first = get_dataset(opts.name, opts.root)
+    first = get_cifar(opts.root)
     with accelerator.main_process_first():
-        second = get_dataset(opts.name, opts.root)
+        second = get_cifar(opts.root)
     third = get_folder(opts.root)
-    return first, second, third
+    fourth = get_dataset(opts.name, opts.root)  # downloads for one name only: the config decides
+    return first, second, third, fourth
 """
 
 

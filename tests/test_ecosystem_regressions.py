@@ -920,6 +920,30 @@ CASES = {
             if group is not None:
                 wandb.init(project=project, group=group)
     """, [(15, "AL402")]),
+    # The accelerator is made in `train`, which only `main` calls, and `main` is handed to a
+    # launcher (`app.run(main)`) rather than called: every process runs it, so `train` runs on
+    # every rank. A helper that `main` calls and that uses no accelerator stays outside.
+    "a_function_called_from_an_entry_point_handed_to_a_launcher_runs_on_every_rank": ("""
+        import torch
+        from absl import app
+        from accelerate import Accelerator
+
+        def train(cfg):
+            accelerator = Accelerator()
+            model = accelerator.prepare(torch.nn.Linear(2, 2))
+            torch.save(accelerator.unwrap_model(model).state_dict(), cfg.out)
+
+        def describe(cfg):
+            with open(cfg.log, "w") as f:
+                f.write("run")
+
+        def main(argv):
+            describe(argv)
+            train(argv)
+
+        if __name__ == "__main__":
+            app.run(main)
+    """, [(8, "AL401")]),
 }
 
 

@@ -469,9 +469,11 @@ class FileModel:
         return None
 
     def downloading_names(self) -> dict[str, str]:
-        """Module-level functions and classes that may download (``download_call``) when called,
-        in their body (a class: its ``__init__``) or through the functions and classes of this
-        module they call, outside any rank guard: name -> ``"<what>|<line>"`` of the first."""
+        """Module-level functions and classes that download (``download_call``) whenever they are
+        called: in their body (a class: its ``__init__``) or through the functions and classes of
+        this module they call, each call under no condition of its function (a factory that picks
+        a dataset by name downloads only for some names, which the caller's config decides):
+        name -> ``"<what>|<line>"`` of the first."""
         if not {"download", "urlretrieve"} & self.index.identifiers:
             return {}
         starts: dict[str, cst.FunctionDef] = dict(self.index.module_functions)
@@ -484,6 +486,8 @@ class FileModel:
             seen, stack = {start}, [start]
             while stack and name not in found:
                 for call in self.calls_in(stack.pop()):
+                    if not self._runs_whenever_its_function_does(call):
+                        continue  # `if name == "cifar10": return Cifar(...)`: which one runs is the caller's
                     what = self.download_call(call)
                     if what is not None and self.rank_guard_of(call) is None:
                         found[name] = f"{what}|{self.line_of(call)}"
@@ -493,6 +497,15 @@ class FileModel:
                         seen.add(callee)
                         stack.append(callee)
         return found
+
+    def _runs_whenever_its_function_does(self, node: cst.CSTNode) -> bool:
+        """``node`` is under no ``if``, conditional expression, loop, ``try`` or ``with`` of its function."""
+        for parent in self.ancestors(node):
+            if isinstance(parent, (cst.FunctionDef, cst.Module)):
+                return True
+            if isinstance(parent, (cst.If, cst.IfExp, cst.For, cst.While, cst.Try, cst.With, cst.BooleanOperation)):
+                return False
+        return True
 
     def imported_download(self, call: cst.Call) -> tuple[str, int] | None:
         """(what, line in its module) where ``call`` calls another module's function or class that
@@ -1447,8 +1460,13 @@ class FileModel:
             return False
         sites = self.ops.call_sites(scope)
         if sites:
+            uses_one = scope in self._scopes_using_an_accelerator
             return any(
-                self.rank_guard_of(site) is None and self.runs_on_every_rank(self.index.scope_of(site), _seen | {scope})
+                self.rank_guard_of(site) is None and (
+                    self.runs_on_every_rank(caller := self.index.scope_of(site), _seen | {scope})
+                    # `def main(argv): train(cfg)` handed to `app.run(main)`: every process runs
+                    # the entry point, so a function that uses an accelerator runs where it calls it
+                    or (uses_one and self._entry_point(caller)))
                 for site in sites
             )
         hooked = self._state_hook_runs(scope, _seen | {scope})
@@ -1458,6 +1476,16 @@ class FileModel:
         if info.class_name is None and "@guarded" in self.incoming.get(info.qualname, {}):
             return False  # every caller in the other modules of the tree calls it under a rank guard
         return scope in self._scopes_using_an_accelerator
+
+    def _entry_point(self, scope: ScopeNode) -> bool:
+        """A module-level function that nothing in the file calls and no rank test gates: what
+        a launcher, ``app.run(main)``, ``fire.Fire(main)`` or another module runs on every process."""
+        if not isinstance(scope, cst.FunctionDef):
+            return False
+        info = self.index.functions[scope]
+        return info.class_name is None and isinstance(info.parent_scope, cst.Module) \
+            and not self.ops.call_sites(scope) and self.ops.function_guard(scope) is None \
+            and "@guarded" not in self.incoming.get(info.qualname, {})
 
     _STATE_HOOKS = {"register_save_state_pre_hook": "save_state", "register_load_state_pre_hook": "load_state"}
 

@@ -19,7 +19,8 @@ class PerRankPrint(Rule):
     `tqdm(...)`/`trange(...)` without a `disable=` argument.
     Not flagged: `accelerator.print`; prints whose arguments mention the rank or the
     accelerator's device (deliberate per-rank debugging); `print(..., file=...)`; prints before the
-    accelerator is created; anything under `if accelerator.is_main_process:`.
+    accelerator is created; anything under `if accelerator.is_main_process:`; `print` in a file
+    that rebinds `builtins.print` (`builtins.print = lambda *args: None` on the other ranks).
 
     ## Why is this bad?
     Every line is printed once per process and progress bars from N ranks overwrite each
@@ -56,6 +57,14 @@ class PerRankPrint(Rule):
     summary = "print()/tqdm() that every rank runs: the output repeats once per process"
 
     VALID = [
+        """\
+        import builtins
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        if not accelerator.is_main_process:
+            builtins.print = lambda *args, **kwargs: None
+        print("starting")
+        """,
         """\
         from accelerate import Accelerator
         from tqdm import tqdm
@@ -124,6 +133,8 @@ class PerRankPrint(Rule):
             if kind == "print":
                 if any(a.keyword is not None and a.keyword.value == "file" for a in call.args):
                     continue
+                if _replaces_builtin_print(model):
+                    continue  # `builtins.print = lambda *a: None` on the other ranks: it is their print
                 # a value that differs between ranks: printing only the main one's is not the same
                 varies = any(model.rank_data.varies(a.value) for a in call.args)
                 fix = Fix("unsafe" if varies else "safe", f"use `{acc}.print`",
@@ -194,3 +205,12 @@ def _mentions_rank(model: FileModel, call: cst.Call) -> bool:
                for n in model.index.walk(arg.value)):
             return True  # each rank has its own device: the line says which rank it is
     return False
+
+
+def _replaces_builtin_print(model: FileModel) -> bool:
+    """The file rebinds ``builtins.print`` (the usual way to silence the ranks other than the
+    main one): what ``print`` does on each rank is the file's own choice."""
+    if "builtins" not in model.index.identifiers:
+        return False
+    return any(type(node) is cst.AssignTarget and model.code(node.target) in ("builtins.print", "__builtins__.print")
+               for node in model.index.parents)
