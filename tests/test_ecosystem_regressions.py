@@ -944,6 +944,37 @@ CASES = {
         if __name__ == "__main__":
             app.run(main)
     """, [(8, "AL401")]),
+    # A progress bar over `range(max_steps)` of a pre-`prepare` count never completes; the
+    # exit on that count inside the epoch loop never fires (the epoch loop ends first), so it
+    # is harmless; in a `while True:` loop it is what ends training, N times too late.
+    "a_progress_range_from_a_pre_prepare_count_and_its_harmless_exit": ("""
+        import math
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from tqdm import tqdm
+
+        acc = Accelerator()
+        net = torch.nn.Linear(2, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        loader = DataLoader(ds, batch_size=8)
+        max_steps = epochs * math.ceil(len(loader) / ga)
+        net, opt, loader = acc.prepare(net, opt, loader)
+        bar = tqdm(range(max_steps))
+        done = 0
+        for epoch in range(epochs):
+            for batch in loader:
+                acc.backward(net(batch).sum())
+                done += 1
+                if done >= max_steps:
+                    break
+        while True:
+            for batch in loader:
+                acc.backward(net(batch).sum())
+                done += 1
+            if done >= max_steps:
+                break
+    """, [(13, "AL202"), (25, "AL202")]),
 }
 
 

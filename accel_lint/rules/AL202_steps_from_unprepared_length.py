@@ -37,7 +37,9 @@ class StepsFromUnpreparedLength(Rule):
     args.ga)`, `num_training_steps=max_steps * args.ga`) in a file that trains inside
     `accelerator.accumulate()`: the prepared scheduler skips the micro-steps that do not sync,
     so it counts optimizer steps already.
-    Not flagged: a scheduler sized from the pre-`prepare` length alone (that is right); a
+    Not flagged: a loop exit on a count N times too large inside `for` loops that end on their
+    own (the epoch loop ends first: the exit never fires); a scheduler sized from the
+    pre-`prepare` length alone (that is right); a
     post-sharding count (`ceil(len(loader) / num_processes)`) times `num_processes`;
     `step_scheduler_with_optimizer=False` for B2; `len(dataset)`. Neither variant is flagged
     where the accelerator splits batches (`split_batches=True`, given to `Accelerator` or to the
@@ -215,6 +217,9 @@ class StepsFromUnpreparedLength(Rule):
         model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
         progress = tqdm(total=max_steps)  # expect: AL202
         for step in range(steps_per_epoch):  # expect: AL202
+            if step >= max_steps:  # the range ends first: this exit never fires
+                break
+        for step in itertools.count():
             if step >= max_steps:  # expect: AL202
                 break
         """,
@@ -345,11 +350,19 @@ def _bound_uses(model: FileModel):
                                if type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo)
     for call in model.index.calls:
         if last_attr(call.func) in ("tqdm", "trange"):
-            for arg in call.args:
+            for position, arg in enumerate(call.args):
                 if arg.keyword is not None and arg.keyword.value == "total":
-                    found = off(arg.value)
-                    if found is not None:
-                        yield call, "(a progress total)", *found
+                    total = arg.value
+                elif position == 0 and arg.keyword is None and last_attr(call.func) == "trange":
+                    total = arg.value  # `trange(max_steps)`
+                elif position == 0 and arg.keyword is None and type(arg.value) is cst.Call \
+                        and model.code(arg.value.func) == "range" and arg.value.args:
+                    total = arg.value.args[-1].value  # `tqdm(range(max_steps))`
+                else:
+                    continue
+                found = off(total)
+                if found is not None:
+                    yield call, "(a progress total)", *found
     for node in exits:
         if any(type(s) is cst.Break for s in model.index.walk(node.body)):
             # the bound, not the loop's own counter (`step += 1`), which may start anywhere
@@ -359,6 +372,10 @@ def _bound_uses(model: FileModel):
             bounds = [side for side in sides if model.code(side) not in counters]
             for side in bounds if len(bounds) < len(sides) else [node.test]:
                 found = off(side)
+                if found is not None and found[1] > 0 and _bounded_without(model, loop):
+                    # N times too large, it ends the loop later than meant; where a `for` loop around
+                    # it ends anyway (the epoch loop), it never fires and does no harm
+                    break
                 if found is not None:
                     yield node.test, "(a loop exit)", *found
                     break
@@ -475,3 +492,15 @@ def _inflated_horizons(model: FileModel):
                 source = _first_len(model, model.step_scales_of(arg.value), lambda scale: scale >= 2)
                 if source is not None:
                     yield arg.value, source
+
+
+def _bounded_without(model: FileModel, loop: cst.For | cst.While) -> bool:
+    """Every loop from ``loop`` out to its function's outermost one is a ``for``: the loops end on
+    their own, without the exit inside them."""
+    current: cst.CSTNode | None = loop
+    while current is not None:
+        if type(current) is not cst.For or (type(current.iter) is cst.Call and last_attr(current.iter.func) in
+                                                ("count", "cycle", "repeat")):
+            return False  # `while True:`, `for step in itertools.count():`
+        current = model.enclosing_loop(current)
+    return True
