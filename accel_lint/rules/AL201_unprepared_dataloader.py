@@ -28,8 +28,9 @@ class UnpreparedDataloader(Rule):
     one GPU's work. In evaluation every rank evaluates everything, so
     `gather_for_metrics` counts each sample N times. Nothing fails.
     Not flagged: loaders with a `DistributedSampler`, loaders over data already sharded
-    per rank (`split_between_processes`, `.shard(...)`), loaders prepared in a same-file
-    helper, loaders from other files (unknown).
+    per rank (`split_between_processes`, `.shard(...)`), loaders over a buffer the function
+    fills only inside loops over a prepared loader (an RL trainer's rollouts of this rank's
+    prompts), loaders prepared in a same-file helper, loaders from other files (unknown).
 
     ## Example
     ```python
@@ -54,6 +55,25 @@ class UnpreparedDataloader(Rule):
     summary = "a DataLoader iterated in a training/eval loop is never prepared; every rank sees the full dataset"
 
     VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        policy = torch.nn.Linear(4, 4)
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-5)
+        prompts = DataLoader(prompt_set, batch_size=8, shuffle=True)
+        policy, optimizer, prompts = accelerator.prepare(policy, optimizer, prompts)
+        for batch in prompts:
+            buffer = []
+            with torch.no_grad():
+                for prompt in batch:
+                    buffer.append(rollout(policy, prompt))  # this rank's share of the prompts
+            sampler = DataLoader(buffer, batch_size=4, shuffle=True)
+            for experience in sampler:
+                accelerator.backward(policy(experience).sum())
+                optimizer.step()
+        """,
         """
 from accelerate import Accelerator
 import torch
@@ -158,6 +178,8 @@ for batch in eval_dl:  # expect: AL201
                 continue  # (a loader another module's function makes: that module showed it plain)
             if any(model.loader_shards_itself(o) for o in origins):
                 continue
+            if all(_over_data_of_this_rank(model, o) for o in origins):
+                continue  # a replay buffer filled from this rank's share of a prepared loader
             # `prepare` returns a new, sharded loader and leaves its argument as it was: what
             # matters is whether the object iterated here is a result of `prepare`
             passed = any(model.was_prepared(o) for o in origins)
@@ -193,6 +215,36 @@ def _raw_training_call(model: FileModel, call: cst.Call) -> bool:
     if func.attr.value == "backward" and not call.args:
         return True
     return func.attr.value == "step" and model.prepared_kind(func.value) == "optimizer"
+
+
+_FILLING_METHODS = frozenset({"append", "extend", "add", "insert", "push", "put"})
+
+
+def _over_data_of_this_rank(model: FileModel, origin: cst.Call) -> bool:
+    """The loader's dataset is a name this function fills (``buffer.append(...)``, ``+=``,
+    ``buffer[k] = ...``) only inside loops over a prepared loader: what it holds comes from this
+    rank's share of that loader (rollouts of an RL trainer), so it is already this rank's."""
+    data = next((a.value for a in origin.args if a.keyword is None or a.keyword.value == "dataset"), None)
+    if type(data) is not cst.Name:
+        return False
+    fills = []
+    for node in model.index.walk(model.scope_of(origin)):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _FILLING_METHODS \
+                and type(node.func.value) is cst.Name and node.func.value.value == data.value:
+            fills.append(node)
+        elif type(node) is cst.AugAssign and type(node.target) is cst.Name and node.target.value == data.value:
+            fills.append(node)
+        elif type(node) is cst.AssignTarget and type(node.target) is cst.Subscript \
+                and type(node.target.value) is cst.Name and node.target.value.value == data.value:
+            fills.append(node)
+    if not fills:
+        return False
+    for fill in fills:
+        loops = [p for p in model.ancestors(fill) if type(p) is cst.For]
+        if not any(_unwrap(loop.iter) is not None and model.prepared_kind(_unwrap(loop.iter)) == "loader"
+                   for loop in loops):
+            return False
+    return True
 
 
 def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression | None:
