@@ -53,6 +53,7 @@ class Library:
     keeps_frozen_methods: frozenset[str] = frozenset()
     keeps_frozen_calls: frozenset[str] = frozenset()
     identity_calls: dict[str, int] = field(default_factory=dict)  # qualified name -> position of what it returns
+    loader_classes: frozenset[str] = frozenset()  # DataLoader subclasses beside torch's own
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -77,6 +78,7 @@ class Library:
             keeps_frozen_methods=self.keeps_frozen_methods,
             keeps_frozen_calls=self.keeps_frozen_calls,
             identity_calls=self.identity_calls,
+            loader_classes=self.loader_classes,
         )
 
 
@@ -106,6 +108,7 @@ def default_library() -> Library:
         keeps_frozen_methods=frozenset(data.get("keeps-frozen", {}).get("methods", ())),
         keeps_frozen_calls=frozenset(data.get("keeps-frozen", {}).get("calls", ())),
         identity_calls=dict(data.get("identity-calls", {})),
+        loader_classes=frozenset(data.get("loader-classes", {}).get("classes", ())),
     )
 
 

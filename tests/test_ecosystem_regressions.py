@@ -975,6 +975,41 @@ CASES = {
             if done >= max_steps:
                 break
     """, [(13, "AL202"), (25, "AL202")]),
+    # A class is a loader by what it derives from, not by its name: `Batches(DataLoader)` is one
+    # (unprepared and iterated in training: every rank trains on everything), and a
+    # `RoundRobinDataLoader` that only iterates other loaders is not: `prepare` returns it
+    # unchanged, so what it holds is unknown and its pre-`prepare` length says nothing.
+    "a_loader_class_is_known_by_its_bases_not_its_name": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        class Batches(DataLoader):
+            pass
+
+        class RoundRobinDataLoader:
+            def __init__(self, *loaders):
+                self.loaders = loaders
+
+            def __len__(self):
+                return sum(len(l) for l in self.loaders)
+
+            def __iter__(self):
+                for group in zip(*self.loaders):
+                    yield from group
+
+        acc = Accelerator()
+        net = torch.nn.Linear(2, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        mixed = RoundRobinDataLoader(DataLoader(a, batch_size=4), DataLoader(b, batch_size=4))
+        steps = len(mixed)
+        net, opt, mixed = acc.prepare(net, opt, mixed)
+        for step in range(steps):
+            pass
+        plain = Batches(ds, batch_size=8)
+        for batch in plain:
+            acc.backward(net(batch).sum())
+    """, [(28, "AL201")]),
 }
 
 

@@ -404,12 +404,12 @@ class FileModel:
         ``DataLoader(...)`` that does not shard itself."""
         kinds = self.objects.exported_kinds()
         for name, kind in list(kinds.items()):
-            if kind != "loader":
-                continue
+            if kind != "loader" or name in self.index.classes:
+                continue  # (a DataLoader subclass: its instances are loaders `prepare` shards)
             fn = self.index.module_functions.get(name)
             returned = self.objects.summaries[fn].returns if fn is not None else None
             origins = returned.origins() if returned is not None else frozenset()
-            if not origins or not all(isinstance(o, cst.Call) and self.code(o.func).split(".")[-1].endswith("DataLoader")
+            if not origins or not all(self.objects.constructs_loader(o)
                                       and not self.loader_shards_itself(o) for o in origins):
                 del kinds[name]
         return kinds

@@ -947,6 +947,8 @@ class ObjectTracker:
             if cls.node in self.index.module.body and any("Module" in b or b.endswith("Model") for b in cls.bases) \
                     and self._may_hold_parameters(cls):
                 found[name] = "model"
+            elif cls.node in self.index.module.body and self.is_loader_class(cls):
+                found[name] = "loader"
         return found
 
     def _constructor_kind(self, call: cst.Call) -> str | None:
@@ -954,9 +956,13 @@ class ObjectTracker:
         a pretrained model; ``None`` for anything else."""
         name = dotted_name(call.func) or ""
         short = name.split(".")[-1]
-        if short == "DataLoader" or short.endswith("DataLoader"):
-            return "loader"
         qual = self.index.imports.qualify(name) or name
+        if short == "DataLoader" or qual in self.library.loader_classes:
+            return "loader"
+        local = self.index.classes.get(short)
+        if local is not None and self.index.resolve_function_name(short, self.index.scope_of(call)) is None \
+                and self.is_loader_class(local):
+            return "loader"  # a DataLoader subclass of this file
         if "lr_scheduler" in qual or short == "get_scheduler" or re.match(r"get_.*schedule", short):
             return "scheduler"
         if qual.startswith(("torch.optim.", "bitsandbytes.optim", "bnb.optim")) or short in ("AdamW", "Adam", "SGD", "Adafactor"):
@@ -972,6 +978,24 @@ class ObjectTracker:
         if qual in _MODULE_CONTAINERS:
             return "model"  # a torch Module holding another model's submodules
         return None
+
+    def constructs_loader(self, call: cst.CSTNode) -> bool:
+        """``call`` builds a DataLoader: torch's or a subclass (``_constructor_kind``)."""
+        return isinstance(call, cst.Call) and self._constructor_kind(call) == "loader"
+
+    def is_loader_class(self, cls, seen: frozenset = frozenset()) -> bool:
+        """Whether ``cls`` (a class of this file) derives from a DataLoader: torch's, one of the
+        library table's ``loader-classes``, or another class of this file that does."""
+        if cls.name in seen:
+            return False
+        for base in cls.bases:
+            short = base.split(".")[-1]
+            if short == "DataLoader" or (self.index.imports.qualify(base) or base) in self.library.loader_classes:
+                return True
+            local = self.index.classes.get(short)
+            if local is not None and self.is_loader_class(local, seen | {cls.name}):
+                return True
+        return False
 
     def _may_hold_parameters(self, cls, seen: frozenset = frozenset()) -> bool:
         """Whether instances of ``cls`` (a Module subclass defined in this file) may own

@@ -173,7 +173,7 @@ for batch in eval_dl:  # expect: AL201
                 continue
             origins = value.origins()
             if not origins or not all(isinstance(o, cst.Call) and (
-                    model.code(o.func).split(".")[-1].endswith("DataLoader")
+                    model.objects.constructs_loader(o)
                     or model.objects.returned_kinds.get(model.code(o.func)) == "loader") for o in origins):
                 continue  # (a loader another module's function makes: that module showed it plain)
             if any(model.loader_shards_itself(o) for o in origins):

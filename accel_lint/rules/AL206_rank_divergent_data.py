@@ -162,8 +162,7 @@ def _prepared_loader_fed_by(model: FileModel, split: cst.Call) -> cst.Call | Non
     bound.discard(None)
     scope = model.scope_of(split)
     for call in model.calls_in(scope):
-        name = dotted_name(call.func) or ""
-        if not name.split(".")[-1].endswith("DataLoader") or not call.args or not model.was_prepared(call):
+        if not model.objects.constructs_loader(call) or not call.args or not model.was_prepared(call):
             continue
         data = call.args[0].value
         if isinstance(data, cst.Subscript):
