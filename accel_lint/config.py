@@ -21,7 +21,7 @@ DEFAULT_EXCLUDES = (
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include",
               "per-file-ignores", "accelerator-names", "accelerate-config", "accelerate-configs",
               "max-file-size", "extend-writes", "extend-rank-predicates", "extend-collectives",
-              "extend-rank-unique-sources"}
+              "extend-rank-unique-sources", "extend-loader-classes"}
 DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024  # libcst needs about 1 GB for one huge generated file
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
 

@@ -78,7 +78,7 @@ class Library:
             keeps_frozen_methods=self.keeps_frozen_methods,
             keeps_frozen_calls=self.keeps_frozen_calls,
             identity_calls=self.identity_calls,
-            loader_classes=self.loader_classes,
+            loader_classes=self.loader_classes | frozenset(rows.get("extend-loader-classes", ())),
         )
 
 
@@ -147,4 +147,9 @@ def parse_extension(data: dict, where: str) -> tuple:
         if not isinstance(sources, list) or not all(isinstance(v, str) for v in sources):
             raise ValueError(f"{where}: extend-rank-unique-sources must be a list of \"module.function\" names")
         out.append(("extend-rank-unique-sources", tuple(sorted(sources))))
+    loaders = data.get("extend-loader-classes", [])
+    if loaders:
+        if not isinstance(loaders, list) or not all(isinstance(v, str) for v in loaders):
+            raise ValueError(f"{where}: extend-loader-classes must be a list of \"module.Class\" names")
+        out.append(("extend-loader-classes", tuple(sorted(loaders))))
     return tuple(out)

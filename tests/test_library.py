@@ -119,3 +119,29 @@ def test_a_call_that_returns_its_argument_keeps_what_the_value_is(tmp_path):
     _, found = json_findings("--no-cache", "--select", "AL404", str(tmp_path))
     assert [(Path(d["path"]).name, d["line"]) for d in found] == [("cast.py", 10)], found
     assert default_library().identity_calls["typing.cast"] == 1
+
+
+def test_a_projects_own_loader_class_is_a_loader_and_without_the_row_unknown(tmp_path):
+    """A third-party DataLoader subclass the analysis cannot see into: declared in
+    `extend-loader-classes`, one built in the file and iterated in training without `prepare`
+    is AL201; undeclared, it is unknown (its name ends in `Loader`, which decides nothing)."""
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from fastdata import FastLoader
+
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        loader = FastLoader(dataset, batch_size=8)
+        for batch in loader:
+            accelerator.backward(model(batch).sum())
+        """))
+    (tmp_path / "pyproject.toml").write_text('[tool.accel-lint]\nextend-loader-classes = ["fastdata.FastLoader"]\n')
+    assert _codes(tmp_path) == [(10, "AL201")]
+    (tmp_path / "pyproject.toml").write_text("[tool.accel-lint]\n")
+    assert _codes(tmp_path) == []
+    (tmp_path / "pyproject.toml").write_text('[tool.accel-lint]\nextend-loader-classes = "fastdata.FastLoader"\n')
+    proc = run_cli("--no-cache", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2 and "extend-loader-classes" in proc.stderr
