@@ -944,6 +944,20 @@ CASES = {
         if __name__ == "__main__":
             app.run(main)
     """, [(8, "AL401")]),
+    # ... but a function only other modules call (a UI's button handler) is no entry point of
+    # this file: whether one process or several run it is not known here.
+    "a_function_only_other_modules_call_is_no_entry_point": ("""
+        import torch
+        from accelerate import Accelerator
+
+        def train(cfg):
+            accelerator = Accelerator()
+            model = accelerator.prepare(torch.nn.Linear(2, 2))
+            torch.save(accelerator.unwrap_model(model).state_dict(), cfg.out)
+
+        def on_click(cfg):
+            train(cfg)
+    """, []),
     # A progress bar over `range(max_steps)` of a pre-`prepare` count never completes; the
     # exit on that count inside the epoch loop never fires (the epoch loop ends first), so it
     # is harmless; in a `while True:` loop it is what ends training, N times too late.

@@ -1478,14 +1478,21 @@ class FileModel:
         return scope in self._scopes_using_an_accelerator
 
     def _entry_point(self, scope: ScopeNode) -> bool:
-        """A module-level function that nothing in the file calls and no rank test gates: what
-        a launcher, ``app.run(main)``, ``fire.Fire(main)`` or another module runs on every process."""
+        """A module-level function that nothing in the file calls but module-level code hands to
+        a launcher (``app.run(main)``, ``fire.Fire(main)``, ``notebook_launcher(main)``), and no
+        rank test gates: every process runs it. (One that only other modules call may be run
+        by one process of a larger program: unknown.)"""
         if not isinstance(scope, cst.FunctionDef):
             return False
         info = self.index.functions[scope]
-        return info.class_name is None and isinstance(info.parent_scope, cst.Module) \
-            and not self.ops.call_sites(scope) and self.ops.function_guard(scope) is None \
-            and "@guarded" not in self.incoming.get(info.qualname, {})
+        if info.class_name is not None or not isinstance(info.parent_scope, cst.Module) \
+                or self.ops.call_sites(scope) or self.ops.function_guard(scope) is not None \
+                or "@guarded" in self.incoming.get(info.qualname, {}):
+            return False
+        name = scope.name.value
+        return any(type(node) is cst.Name and node.value == name and type(arg := self.index.parents.get(node)) is cst.Arg
+                   and type(call := self.index.parents.get(arg)) is cst.Call and self.rank_guard_of(call) is None
+                   for node in self.index.walk(self.module))
 
     _STATE_HOOKS = {"register_save_state_pre_hook": "save_state", "register_load_state_pre_hook": "load_state"}
 
