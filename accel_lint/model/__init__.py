@@ -809,25 +809,8 @@ class FileModel:
         if not stars:
             return []
         called = {call.func.value for call in self.index.calls if type(call.func) is cst.Name}
-        free = called - self._bound_anywhere() - imported.keys() - modules.keys() - _BUILTINS
+        free = called - self.index.bindings.keys() - imported.keys() - modules.keys() - _BUILTINS
         return [(level, module, name) for level, module in stars for name in sorted(free)]
-
-    def _bound_anywhere(self) -> set[str]:
-        """Every plain name the file binds somewhere: assignment, loop and ``with``/``except``
-        targets, parameters, ``def``s and classes, walrus targets."""
-        bound = set()
-        for node, parent in self.index.parents.items():
-            if type(node) is not cst.Name:
-                continue
-            child = node
-            while type(parent) in (cst.Element, cst.Tuple, cst.List, cst.StarredElement):
-                child, parent = parent, self.index.parents.get(parent)
-            if isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
-                    isinstance(parent, (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr))
-                    and parent.target is child) or (
-                    isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef)) and parent.name is child):
-                bound.add(node.value)
-        return bound
 
     def _in_condition(self, call: cst.Call) -> bool:
         """``call`` is (part of) the test of an ``if``, ``while`` or conditional expression."""

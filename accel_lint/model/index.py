@@ -307,12 +307,11 @@ class FileIndex:
         return fixed
 
     @cached_property
-    def names_bound_once_to_literals(self) -> frozenset[str]:
-        """Plain names the whole file binds exactly once, by ``name = <string or number>``
-        (``wandb_project = "runs"``): wherever they are read they are that literal, never
-        ``None``. A second binding of the name anywhere (another function's parameter, a loop
-        target, ``global``) leaves it out."""
-        once: dict[str, bool] = {}
+    def bindings(self) -> dict[str, list[bool]]:
+        """Plain name -> one entry per place the file binds it (assignment, loop, ``with``/
+        ``except`` and walrus targets, parameters, ``def``s, classes, imports, ``global``): whether
+        that binding is ``name = <string or number literal>``."""
+        found: dict[str, list[bool]] = {}
         for node, parent in self.parents.items():
             if type(node) is not cst.Name:
                 continue
@@ -322,16 +321,23 @@ class FileIndex:
             kind = type(parent)
             if kind is cst.AssignTarget:
                 statement = self.parents.get(parent)
-                literal = child is node and type(statement) is cst.Assign and len(statement.targets) == 1 \
-                    and type(statement.value) in (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
-                once[node.value] = literal and node.value not in once
-            elif kind is cst.AsName or kind is cst.Global or kind is cst.Nonlocal or kind is cst.NameItem or (
+                found.setdefault(node.value, []).append(
+                    child is node and type(statement) is cst.Assign and len(statement.targets) == 1
+                    and type(statement.value) in (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float))
+            elif kind in (cst.AsName, cst.Global, cst.Nonlocal, cst.NameItem, cst.ImportAlias) or (
                     kind in (cst.For, cst.CompFor, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)
                     and parent.target is child) or (
-                    kind in (cst.Param, cst.FunctionDef, cst.ClassDef) and parent.name is child) or (
-                    kind is cst.ImportAlias):
-                once[node.value] = False
-        return frozenset(name for name, literal in once.items() if literal)
+                    kind in (cst.Param, cst.FunctionDef, cst.ClassDef) and parent.name is child):
+                found.setdefault(node.value, []).append(False)
+        return found
+
+    @cached_property
+    def names_bound_once_to_literals(self) -> frozenset[str]:
+        """Plain names the whole file binds exactly once, by ``name = <string or number>``
+        (``wandb_project = "runs"``): wherever they are read they are that literal, never
+        ``None``. A second binding of the name anywhere (another function's parameter, a loop
+        target, ``global``) leaves it out."""
+        return frozenset(name for name, literal in self.bindings.items() if literal == [True])
 
     @cached_property
     def dead_arms(self) -> frozenset[cst.CSTNode]:
