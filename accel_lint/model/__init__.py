@@ -1472,10 +1472,16 @@ class FileModel:
                 or self.ops.call_sites(scope) or self.ops.function_guard(scope) is not None \
                 or "@guarded" in self.incoming.get(info.qualname, {}):
             return False
-        name = scope.name.value
-        return any(type(node) is cst.Name and node.value == name and type(arg := self.index.parents.get(node)) is cst.Arg
-                   and type(call := self.index.parents.get(arg)) is cst.Call and self.rank_guard_of(call) is None
-                   for node in self.index.walk(self.module))
+        return scope.name.value in self._handed_to_module_level_calls
+
+    @cached_property
+    def _handed_to_module_level_calls(self) -> frozenset[str]:
+        """Plain names that module-level code passes to a call no rank test gates (``app.run(main)``)."""
+        parents = self.index.parents
+        return frozenset(node.value for node in self.index.walk(self.module)
+                         if type(node) is cst.Name and type(arg := parents.get(node)) is cst.Arg
+                         and type(call := parents.get(arg)) is cst.Call
+                         and self.rank_guard_of(call) is None)
 
     _STATE_HOOKS = {"register_save_state_pre_hook": "save_state", "register_load_state_pre_hook": "load_state"}
 
@@ -1597,25 +1603,18 @@ class FileModel:
         differs from a literal 1 (a plugin counts as accumulating). The constructor is where the
         value came from; when that is unknown (a parameter), the file's only constructor; else
         nothing is known."""
-        value = self.value_at(accelerator)
-        origin = value.origin if value is not None else None
-        constructors = self.objects.acc_constructors
-        if isinstance(origin, cst.Call) and origin in constructors:
-            chosen = [origin]
-        else:
-            chosen = list(constructors) if len(constructors) == 1 else []
+        ctor = self._constructor_of(accelerator)
         exprs: set[str] = set()
         accumulates = False
-        for ctor in chosen:
-            for arg in ctor.args:
-                if arg.keyword is None:
-                    continue
-                if arg.keyword.value == "gradient_accumulation_steps":
-                    exprs.add(self.code(arg.value))
-                    if not (isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
-                        accumulates = True
-                elif arg.keyword.value == "gradient_accumulation_plugin":
+        for arg in ctor.args if ctor is not None else ():
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value == "gradient_accumulation_steps":
+                exprs.add(self.code(arg.value))
+                if not (isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
                     accumulates = True
+            elif arg.keyword.value == "gradient_accumulation_plugin":
+                accumulates = True
         return exprs, accumulates
 
     def never_accumulates(self, accelerator: cst.BaseExpression) -> bool:
@@ -1624,14 +1623,8 @@ class FileModel:
         may carry one (``gradient_accumulation_plugin``, ``deepspeed_plugin``) and no ``**kwargs``.
         Its ``accumulate()`` then syncs on every step. (``accelerate launch
         --gradient_accumulation_steps`` could still set it through the environment.)"""
-        value = self.value_at(accelerator)
-        origin = value.origin if value is not None else None
-        constructors = self.objects.acc_constructors
-        if isinstance(origin, cst.Call) and origin in constructors:
-            ctor = origin
-        elif len(constructors) == 1:
-            ctor = next(iter(constructors))
-        else:
+        ctor = self._constructor_of(accelerator)
+        if ctor is None:
             return False
         for arg in ctor.args:
             if arg.star:
@@ -1643,6 +1636,16 @@ class FileModel:
                     isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
                 return False
         return True
+
+    def _constructor_of(self, accelerator: cst.BaseExpression) -> cst.Call | None:
+        """The ``Accelerator(...)`` call this accelerator comes from; when that is unknown (a
+        parameter), the file's only one; else ``None``."""
+        value = self.value_at(accelerator)
+        origin = value.origin if value is not None else None
+        constructors = self.objects.acc_constructors
+        if isinstance(origin, cst.Call) and origin in constructors:
+            return origin
+        return next(iter(constructors)) if len(constructors) == 1 else None
 
     def accumulate_accelerator(self, node: cst.CSTNode) -> cst.BaseExpression | None:
         """The accelerator of the ``with <accelerator>.accumulate(...)`` around ``node`` (same function)."""

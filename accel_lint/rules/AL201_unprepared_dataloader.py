@@ -241,7 +241,7 @@ def _over_data_of_this_rank(model: FileModel, origin: cst.Call) -> bool:
         return False
     for fill in fills:
         loops = [p for p in model.ancestors(fill) if type(p) is cst.For]
-        if not any(_unwrap(loop.iter) is not None and model.prepared_kind(_unwrap(loop.iter)) == "loader"
+        if not any((iterated := _unwrap(loop.iter)) is not None and model.prepared_kind(iterated) == "loader"
                    for loop in loops):
             return False
     return True

@@ -245,9 +245,10 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
         return
     scope = model.scope_of(call)
     gather_line = model.line_of(call)
+    around = set(model.ancestors(call))
     for loop in model.index.loops:
         if type(loop) is not cst.For or model.scope_of(loop) is not scope or model.line_of(loop) >= gather_line \
-                or loop in set(model.ancestors(call)):
+                or loop in around:
             continue
         if model.prepared_kind(_loop_iterable(loop)) != "loader" or not _is_eval_context(model, loop):
             continue

@@ -117,6 +117,7 @@ class PerRankPrint(Rule):
             if constructor in order:
                 where = model.scope_of(constructor)
                 first_accelerator[where] = min(order[constructor], first_accelerator.get(where, order[constructor]))
+        print_replaced = _replaces_builtin_print(model)
         for call in model.index.calls:
             kind = _kind(model, call)
             if kind is None or model.rank_guard_of(call) is not None:
@@ -133,7 +134,7 @@ class PerRankPrint(Rule):
             if kind == "print":
                 if any(a.keyword is not None and a.keyword.value == "file" for a in call.args):
                     continue
-                if _replaces_builtin_print(model):
+                if print_replaced:
                     continue  # `builtins.print = lambda *a: None` on the other ranks: it is their print
                 # a value that differs between ranks: printing only the main one's is not the same
                 varies = any(model.rank_data.varies(a.value) for a in call.args)
