@@ -45,11 +45,15 @@ WRITES_FILE: Final = "WRITES_FILE"
 # folder when it runs (a torchvision dataset with `download=True`, `urlretrieve`), in its own body
 # or through the functions and classes of its module it calls; its detail is "<what>|<line>"
 DOWNLOADS: Final = "DOWNLOADS"
+# not a collective: a class of another module that iterates objects it was built from (a loader
+# mixing two loaders; `prepare` returns such an object unchanged); its detail is the constructor
+# parameters it iterates, "<position>:<name>" space-separated
+ITERATES_ARGUMENTS: Final = "ITERATES_ARGUMENTS"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
-                            WRITES_FILE, DOWNLOADS})
+                            WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
-MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS})
+MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

@@ -420,3 +420,57 @@ def test_a_function_of_another_module_that_downloads_through_its_classes_races_o
     assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 7, "AL404")], found
     facts = [e["fact"] for e in found[0]["evidence"]]
     assert any("torchvision.datasets.CIFAR10(download=True)" in f and "line 6 of its module" in f for f in facts), facts
+
+
+MIXING = """\
+class Interleave:
+    def __init__(self, first, second, every=4):
+        self.first = first
+        self.second = second
+        self.every = every
+
+    def __iter__(self):
+        self.first_batches = iter(self.first)
+        self.second_batches = iter(self.second)
+        return self
+
+    def __next__(self):
+        return next(self.first_batches)
+"""
+
+TRAIN_ON_MIXED = """\
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+from mixing import Interleave
+
+accelerator = Accelerator()
+model = torch.nn.Linear(2, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+near = DataLoader(near_set, batch_size=4, shuffle=True)
+far = DataLoader(far_set, batch_size=4, shuffle=True)
+{before}
+model, optimizer, {prepared} = accelerator.prepare(model, optimizer, {prepared})
+{after}
+for batch in loader:
+    accelerator.backward(model(batch).sum())
+    optimizer.step()
+"""
+
+
+def test_a_class_of_another_module_that_iterates_unprepared_loaders_is_reported_through_prepare(tmp_path: Path):
+    """`prepare` returns an object of a class that is no DataLoader unchanged: the loaders it was
+    built from are iterated unsharded. Built from the prepared loaders, the same class reads
+    their shards."""
+    (tmp_path / "mixing.py").write_text(MIXING)
+    (tmp_path / "train.py").write_text(TRAIN_ON_MIXED.format(before="loader = Interleave(near, far)", prepared="loader",
+                                                             after=""))
+    _, found = json_findings("--no-cache", "--show-evidence", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 14, "AL201")], found
+    assert "`near`, `far`" in found[0]["message"] and "`Interleave` unchanged" in found[0]["message"]
+    assert sorted(e["line"] for e in found[0]["evidence"]) == [9, 10, 11], found[0]["evidence"]
+
+    (tmp_path / "train.py").write_text(TRAIN_ON_MIXED.format(before="", prepared="near, far",
+                                                             after="loader = Interleave(near, far)"))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert found == [], found

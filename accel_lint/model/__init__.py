@@ -37,12 +37,13 @@ from .binding import BoundNames
 from .classes import FORWARD, forward_methods, rank_split_tests
 from .index import FileIndex, FunctionInfo, ScopeNode
 from .lengths import LoaderLengths
+from . import composites
 from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr, none_comparison
-from ..collectives import (DOWNLOADS, FORWARD_METHODS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
+from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
                            WRITES_FILE)
-from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, DEFAULT_ACCELERATOR_NAMES, MAYBE,
+from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
@@ -454,6 +455,10 @@ class FileModel:
             out.setdefault(name, []).append((WRITES_FILE, detail))
         for name, detail in self.downloading_names().items():
             out.setdefault(name, []).append((DOWNLOADS, detail))
+        for name, cls in self.index.classes.items():
+            parameters = self.objects.class_iterated_parameters(cls) if cls.node in self.index.module.body else ()
+            if parameters:
+                out.setdefault(name, []).append((ITERATES_ARGUMENTS, composites.encode(parameters)))
         return out
 
     def download_call(self, call: cst.Call) -> str | None:

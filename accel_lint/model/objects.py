@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ..collectives import ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND
+from ..collectives import ACCELERATOR_FACTORY, ITERATES_ARGUMENTS, RANK_PREDICATE, RETURNS_KIND
 from ..library import Library, default_library
+from . import composites
 from .index import FileIndex, ScopeNode
 from .names import dotted_name, last_attr
 
@@ -41,6 +42,9 @@ DEFAULT_ACCELERATOR_NAMES: tuple[str, ...] = ()
 
 # the kinds of object `prepare` wraps; it returns anything else unchanged
 WRAPPED_KINDS = frozenset({"model", "optimizer", "loader", "scheduler"})
+# an object of a class (not a DataLoader) that iterates objects it was built from: `prepare`
+# returns it unchanged, and a loop over it reads them (``composites``)
+COMPOSITE = "iterates-arguments"
 # declared types (`x: DataLoader = ...`) that say what kind an object is
 ANNOTATED_KINDS = {"DataLoader": "loader", "Optimizer": "optimizer", "Module": "model", "PreTrainedModel": "model",
                    "ModelMixin": "model", "LRScheduler": "scheduler", "_LRScheduler": "scheduler"}
@@ -434,6 +438,10 @@ class ObjectTracker:
         # known kind: name called -> kind
         self.returned_kinds = {name: detail for name, ops in (external or {}).items()
                                for kind, detail in ops if kind == RETURNS_KIND}
+        # classes of other modules of the tree that iterate constructor arguments: name called ->
+        # the (position, name) of those parameters
+        self.external_composites = {name: composites.decode(detail) for name, ops in (external or {}).items()
+                                    for kind, detail in ops if kind == ITERATES_ARGUMENTS}
         self.accelerator_names = accelerator_names
         # from other modules of the tree: module function -> parameter (name or position) -> the
         # kind of prepared object every caller passes there
@@ -452,7 +460,7 @@ class ObjectTracker:
         self.library = library if library is not None else default_library()
         self.protocol_uses = accelerator_protocol_uses(index, self.library.accelerator_protocol)
         self.key = (_definitions(index), accelerator_names, self.protocol_uses, repr(sorted(self.incoming.items())), sorted(self.factories), sorted(self.predicates.items()),
-                    sorted(self.returned_kinds.items()))
+                    sorted(self.returned_kinds.items()), sorted(self.external_composites.items()))
         self.kept: set[ScopeNode] = set()  # scopes whose walk of the previous edit still held
         self._freezing_cache: dict[cst.FunctionDef, dict[str, str]] = {}
         self._module_calls: dict[tuple, cst.Call] | None = None
@@ -916,6 +924,8 @@ class ObjectTracker:
                 return returned
         name = dotted_name(func) or ""
         short = name.split(".")[-1]
+        if self.iterated_parameters(call):
+            return Value(kind=COMPOSITE, origin=call)
         if name in self.returned_kinds:  # made by a function or class of another module of the tree
             return Value(kind=self.returned_kinds[name], origin=call)
         known = self._constructor_kind(call)
@@ -950,6 +960,23 @@ class ObjectTracker:
             elif cls.node in self.index.module.body and self.is_loader_class(cls):
                 found[name] = "loader"
         return found
+
+    def iterated_parameters(self, call: cst.Call) -> tuple[tuple[int, str], ...]:
+        """The constructor parameters (position, name) whose objects the class ``call`` builds
+        iterates when a loop reads it (``composites``): a class of this file that is no
+        DataLoader and no module, or one of another module of the tree; empty for any other call."""
+        name = dotted_name(call.func) or ""
+        if name in self.external_composites:
+            return self.external_composites[name]
+        cls = self.index.classes.get(name)
+        if cls is None or self.index.resolve_function_name(name, self.index.scope_of(call)) is not None:
+            return ()
+        return self.class_iterated_parameters(cls)
+
+    def class_iterated_parameters(self, cls) -> tuple[tuple[int, str], ...]:
+        if self.is_loader_class(cls) or any("Module" in b or b.endswith("Model") for b in cls.bases):
+            return ()  # (prepare wraps these)
+        return composites.iterated_parameters(cls)
 
     def _constructor_kind(self, call: cst.Call) -> str | None:
         """What a library constructor or factory builds: a loader, a scheduler, an optimizer or
@@ -1085,8 +1112,10 @@ class ObjectTracker:
         if inner is not None:
             self._current.prepared_origins.update(inner.origins())
         self._current.prepared_origins.add(arg)
-        if inner is not None and (inner.container or inner.is_acc):
-            return inner  # a dict or list of objects comes back unchanged: prepare wraps no container
+        if inner is not None and (inner.container or inner.is_acc or inner.kind == COMPOSITE):
+            # a dict or list of objects, or an object of a class that is no module, optimizer,
+            # DataLoader or scheduler, comes back unchanged: prepare wraps none of them
+            return inner
         kind = self.kind_for_prepare(call, arg, inner, self._scope)
         if kind is None:
             # prepare() returns an object that is not a module, optimizer, loader or scheduler

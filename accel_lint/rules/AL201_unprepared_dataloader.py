@@ -4,7 +4,9 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import NO, YES, MAYBE, FileModel
+from ..model import NO, YES, MAYBE, FileModel, shorten
+from ..model import composites
+from ..model.objects import COMPOSITE, Value
 from .base import Finding, Rule
 
 
@@ -19,8 +21,10 @@ class UnpreparedDataloader(Rule):
     on every path to the loop: the object iterated is not a result of `prepare`. That
     includes the loader that was passed to `prepare` when the loop iterates it instead of
     what `prepare` returned (`prepare` leaves its argument unsharded), a loader a helper
-    receives as a parameter from every caller and iterates, a loader kept in a dict, and a
-    loader rebuilt after `prepare`.
+    receives as a parameter from every caller and iterates, a loader kept in a dict, a
+    loader rebuilt after `prepare`, each loader of a `zip(...)`, and loaders read through an
+    object of a class of the tree that iterates the objects it was built from (a loader that
+    mixes two loaders): `prepare` returns such an object unchanged, since it is no DataLoader.
 
     ## Why is this bad?
     `prepare` is what shards a loader across processes. Unprepared, every rank trains on
@@ -132,6 +136,27 @@ for batch in train_dl:
                 accelerator.backward(chunk.sum())
                 optimizer.step()
         """,
+        # a mixing iterator over loaders that were prepared: it reads their shards
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        class Alternating:
+            def __init__(self, loaders):
+                self.loaders = loaders
+            def __iter__(self):
+                for loader in self.loaders:
+                    yield from loader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        left = DataLoader(part_one, batch_size=4)
+        right = DataLoader(part_two, batch_size=4)
+        net, opt, left, right = accelerator.prepare(net, opt, left, right)
+        for batch in Alternating([left, right]):
+            accelerator.backward(net(batch).sum())
+            opt.step()
+        """,
     ]
     INVALID = [
         """
@@ -159,53 +184,145 @@ for batch in eval_dl:  # expect: AL201
     preds = model(**batch).logits.argmax(-1)
     accelerator.gather_for_metrics(preds)
 """,
+        # `prepare` returns an object of a class that is no DataLoader unchanged, and this one
+        # iterates the two loaders it was built from: neither is sharded
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        class TwoSource:
+            def __init__(self, first, second):
+                self.first, self.second = first, second
+                self.first_source = first
+                self.second_source = second
+            def __iter__(self):
+                return iter(zip(self.first_source, self.second_source))
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        mixed = TwoSource(
+            DataLoader(part_one, batch_size=4),
+            DataLoader(part_two, batch_size=4),
+        )
+        net, opt, mixed = accelerator.prepare(net, opt, mixed)
+        for a, b in mixed:  # expect: AL201
+            accelerator.backward(net(a).sum() + net(b).sum())
+            opt.step()
+        """,
+        # a loop over `zip` iterates each loader
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        main = DataLoader(part_one, batch_size=4, shuffle=True)
+        extra = DataLoader(part_two, batch_size=4, shuffle=True)
+        net, opt, main = accelerator.prepare(net, opt, main)
+        for a, b in zip(main, extra):  # expect: AL201
+            accelerator.backward(net(a).sum() + net(b).sum())
+            opt.step()
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for loop in model.index.loops:
             if not isinstance(loop, cst.For):
                 continue
-            loader = _unwrap(loop.iter)
-            if loader is None:
-                continue
-            value = model.value_at(loader)
-            if value is None or value.prepared != NO or value.kind != "loader":
-                continue
-            origins = value.origins()
-            if not origins or not all(isinstance(o, cst.Call) and (
-                    model.objects.constructs_loader(o)
-                    or model.objects.returned_kinds.get(model.code(o.func)) == "loader") for o in origins):
-                continue  # (a loader another module's function makes: that module showed it plain)
-            if any(model.loader_shards_itself(o) for o in origins):
-                continue
-            if all(_over_data_of_this_rank(model, o) for o in origins):
-                continue  # a replay buffer filled from this rank's share of a prepared loader
-            # `prepare` returns a new, sharded loader and leaves its argument as it was: what
-            # matters is whether the object iterated here is a result of `prepare`
-            passed = any(model.was_prepared(o) for o in origins)
-            body_calls = model.calls_in(loop.body)
-            # training: accelerator.backward, or a raw `.backward()` / optimizer step (AL101's bug
-            # on top of this one: the loop still trains)
-            train = any(model.performs(c, "BACKWARD") or _raw_training_call(model, c) for c in body_calls)
-            evaluates = train or any(_forwards_prepared_model(model, c) for c in body_calls)
-            if not evaluates:
-                continue
-            acc = model.accelerator_name_in(model.scope_of(loop))
-            name = model.code(loader)
-            where = "a training" if train else "an evaluation"
-            if passed:
-                what = (f"`{name}` is iterated in {where} loop but holds the loader given to `{acc}.prepare()`, not the "
-                        f"sharded one it returned")
-            elif len(origins) == 1 and model.scope_of(next(iter(origins))) is not model.scope_of(loop):
-                what = (f"`{name}` (the `DataLoader` built on line {model.line_of(next(iter(origins)))}) is iterated in "
-                        f"{where} loop but never passed to `{acc}.prepare()`")
-            else:
-                what = f"`{name}` is iterated in {where} loop but never passed to `{acc}.prepare()`"
-            if train:
-                message = f"{what}; every rank trains on the full dataset, so N processes do the work of one"
-            else:
-                message = f"{what}; every rank evaluates the full dataset and gathered metrics count each sample N times"
-            yield Finding(loop.iter, message, None if train else "warning", evidence=tuple(model.value_evidence(loader)))
+            for loader in _iterated(loop.iter):
+                value = model.value_at(loader)
+                if value is None:
+                    continue
+                if value.kind == COMPOSITE:
+                    # an object `prepare` returns unchanged that iterates the loaders it was built from
+                    yield from self._through_composite(model, loop, loader, value)
+                    continue
+                origins = _unprepared_origins(model, value)
+                if origins is None:
+                    continue
+                train = _trains(model, loop)
+                if train is None:
+                    continue
+                acc = model.accelerator_name_in(model.scope_of(loop))
+                name = model.code(loader)
+                where = "a training" if train else "an evaluation"
+                # `prepare` returns a new, sharded loader and leaves its argument as it was: what
+                # matters is whether the object iterated here is a result of `prepare`
+                if any(model.was_prepared(o) for o in origins):
+                    what = (f"`{name}` is iterated in {where} loop but holds the loader given to `{acc}.prepare()`, not the "
+                            f"sharded one it returned")
+                elif len(origins) == 1 and model.scope_of(next(iter(origins))) is not model.scope_of(loop):
+                    what = (f"`{name}` (the `DataLoader` built on line {model.line_of(next(iter(origins)))}) is iterated in "
+                            f"{where} loop but never passed to `{acc}.prepare()`")
+                else:
+                    what = f"`{name}` is iterated in {where} loop but never passed to `{acc}.prepare()`"
+                yield Finding(loop.iter, _message(what, train), None if train else "warning",
+                              evidence=tuple(model.value_evidence(loader)))
+
+    def _through_composite(self, model: FileModel, loop: cst.For, composite: cst.BaseExpression,
+                           value) -> Iterable[Finding]:
+        origin = value.origin
+        if not isinstance(origin, cst.Call):
+            return
+        inner = [arg for arg in composites.arguments_for(origin, model.objects.iterated_parameters(origin))
+                 if (held := _held(model, arg)) is not None and _unprepared_origins(model, held) is not None]
+        if not inner:
+            return
+        train = _trains(model, loop)
+        if train is None:
+            return
+        where = "a training" if train else "an evaluation"
+        loaders = ", ".join(f"`{model.code(arg)}`" for arg in inner)
+        what = (f"`{model.code(composite)}` is iterated in {where} loop and iterates {loaders}, never prepared "
+                f"(`prepare` returns a `{model.code(origin.func)}` unchanged)")
+        evidence = [(origin, f"made by `{shorten(model.code(origin))}`: its class iterates the objects it is given, "
+                             "and is no DataLoader `prepare` shards")]
+        for arg in inner:
+            evidence += model.value_evidence(arg) or [(arg, f"made by `{shorten(model.code(arg))}`: a loader")]
+        yield Finding(loop.iter, _message(what, train), None if train else "warning", evidence=tuple(evidence))
+
+
+def _held(model: FileModel, arg: cst.BaseExpression) -> Value | None:
+    """The object an argument passes: what a name holds, or the loader a call builds in place."""
+    if isinstance(arg, cst.Call):
+        return Value(kind="loader", origin=arg) if model.objects.constructs_loader(arg) else None
+    return model.value_at(arg)
+
+
+def _message(what: str, train: bool) -> str:
+    if train:
+        return f"{what}; every rank trains on the full dataset, so N processes do the work of one"
+    return f"{what}; every rank evaluates the full dataset and gathered metrics count each sample N times"
+
+
+def _unprepared_origins(model: FileModel, value) -> frozenset | None:
+    """Where an unprepared DataLoader ``value`` was built, when every path made it in this file
+    (or a function of the tree returned it plain) and nothing shards it; else ``None``."""
+    if value.prepared != NO or value.kind != "loader":
+        return None
+    origins = value.origins()
+    if not origins or not all(isinstance(o, cst.Call) and (
+            model.objects.constructs_loader(o)
+            or model.objects.returned_kinds.get(model.code(o.func)) == "loader") for o in origins):
+        return None  # (a loader another module's function makes: that module showed it plain)
+    if any(model.loader_shards_itself(o) for o in origins):
+        return None
+    if all(_over_data_of_this_rank(model, o) for o in origins):
+        return None  # a replay buffer filled from this rank's share of a prepared loader
+    return origins
+
+
+def _trains(model: FileModel, loop: cst.For) -> bool | None:
+    """True for a training loop, False for an evaluation loop, None for neither."""
+    body_calls = model.calls_in(loop.body)
+    # training: accelerator.backward, or a raw `.backward()` / optimizer step (AL101's bug on top
+    # of this one: the loop still trains)
+    if any(model.performs(c, "BACKWARD") or _raw_training_call(model, c) for c in body_calls):
+        return True
+    if any(_forwards_prepared_model(model, c) for c in body_calls):
+        return False
+    return None
 
 
 def _raw_training_call(model: FileModel, call: cst.Call) -> bool:
@@ -248,15 +365,31 @@ def _over_data_of_this_rank(model: FileModel, origin: cst.Call) -> bool:
 
 
 def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    while isinstance(expr, cst.Call):
+    """The one object a loop over ``expr`` iterates (``enumerate(dl)``, ``tqdm(dl)``), else ``None``."""
+    found = _iterated(expr)
+    return found[0] if len(found) == 1 else None
+
+
+# calls a loop iterates through: the first argument, or (zip, chain) every positional one
+_THROUGH_FIRST = frozenset({"enumerate", "tqdm", "iter", "cycle"})
+_THROUGH_EACH = frozenset({"zip", "chain"})
+
+
+def _iterated(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The objects a loop over ``expr`` iterates: ``dl`` for ``enumerate(tqdm(dl))``, both
+    loaders of ``zip(train_dl, aux_dl)``."""
+    if isinstance(expr, cst.Call):
         func = expr.func
         fname = func.value if isinstance(func, cst.Name) else (func.attr.value if isinstance(func, cst.Attribute) else None)
-        if fname not in ("enumerate", "tqdm", "iter") or not expr.args:
-            return None
-        expr = expr.args[0].value
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        if fname in _THROUGH_FIRST and positional:
+            return _iterated(positional[0])
+        if fname in _THROUGH_EACH:
+            return [inner for arg in positional for inner in _iterated(arg)]
+        return []
     if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
-        return expr
-    return None
+        return [expr]
+    return []
 
 
 def _forwards_prepared_model(model: FileModel, call: cst.Call) -> bool:
