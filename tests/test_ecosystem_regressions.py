@@ -958,6 +958,22 @@ CASES = {
         def on_click(cfg):
             train(cfg)
     """, []),
+    # ... nor is a function whose name is only a call's keyword (`ui.button(on_click=...)`)
+    "a_function_named_only_as_a_keyword_is_no_entry_point": ("""
+        import torch
+        import ui
+        from accelerate import Accelerator
+
+        def train(cfg):
+            accelerator = Accelerator()
+            model = accelerator.prepare(torch.nn.Linear(2, 2))
+            torch.save(accelerator.unwrap_model(model).state_dict(), cfg.out)
+
+        def main(cfg):
+            train(cfg)
+
+        ui.button(main=True, on_click=print)
+    """, []),
     # A progress bar over `range(max_steps)` of a pre-`prepare` count never completes; the
     # exit on that count inside the epoch loop never fires (the epoch loop ends first), so it
     # is harmless; in a `while True:` loop it is what ends training, N times too late.

@@ -1485,6 +1485,7 @@ class FileModel:
         parents = self.index.parents
         return frozenset(node.value for node in self.index.walk(self.module)
                          if type(node) is cst.Name and type(arg := parents.get(node)) is cst.Arg
+                         and arg.value is node  # (not the keyword of `f(main=1)`)
                          and type(call := parents.get(arg)) is cst.Call
                          and self.rank_guard_of(call) is None)
 
