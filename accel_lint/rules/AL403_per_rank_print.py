@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel
+from ..model import MAYBE, YES, FileModel
 from .base import Finding, Fix, Rule
 
 _TQDM = {"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange", "tqdm.auto.trange", "tqdm.std.tqdm"}
@@ -17,8 +17,8 @@ class PerRankPrint(Rule):
     In code that runs on every rank of an Accelerate program (outside rank guards and
     guarded helpers, after an accelerator exists), flags the builtin `print(...)` and
     `tqdm(...)`/`trange(...)` without a `disable=` argument.
-    Not flagged: `accelerator.print`; prints whose arguments mention the rank or the
-    accelerator's device (deliberate per-rank debugging); `print(..., file=...)`; prints before the
+    Not flagged: `accelerator.print`; prints whose arguments mention the rank or this
+    rank's device (the accelerator's, or a prepared model's: deliberate per-rank debugging); `print(..., file=...)`; prints before the
     accelerator is created; anything under `if accelerator.is_main_process:`; `print` in a file
     that rebinds `builtins.print` (`builtins.print = lambda *args: None` on the other ranks).
 
@@ -75,6 +75,10 @@ class PerRankPrint(Rule):
             print("only on the main process")
         print(f"rank {accelerator.process_index} ready")
         print(f"GPU {accelerator.device} done")
+        device = accelerator.device
+        print("using", device)
+        model = accelerator.prepare(model)
+        print("model on", model.device)
         for batch in tqdm(dl, disable=not accelerator.is_local_main_process):
             pass
         print("to a file", file=log)
@@ -202,9 +206,21 @@ def _mentions_rank(model: FileModel, call: cst.Call) -> bool:
             return True
         if model.reads_rank(arg.value):
             return True
-        if any(isinstance(n, cst.Attribute) and n.attr.value == "device" and model.is_accelerator(n.value)
-               for n in model.index.walk(arg.value)):
+        if any(isinstance(n, (cst.Name, cst.Attribute)) and _is_rank_device(model, n) for n in model.index.walk(arg.value)):
             return True  # each rank has its own device: the line says which rank it is
+    return False
+
+
+def _is_rank_device(model: FileModel, expr: cst.BaseExpression) -> bool:
+    """The device of this rank: the accelerator's (``accelerator.device``, a name bound to it), or
+    the ``.device`` of a model ``prepare`` placed on it."""
+    if model.is_accelerator_device(expr):
+        return True
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "device":
+        # (a result of `prepare` whose kind is not known and that has a device: a module prepare
+        # placed; for a cosmetic rule, possibly this rank's device is enough to stay quiet)
+        value = model.value_at(expr.value)
+        return value is not None and value.prepared in (YES, MAYBE) and value.kind in ("model", None)
     return False
 
 
