@@ -200,6 +200,21 @@ GIT_CORPORA = {
     "t-zero": ("bigscience-workshop/t-zero", "7a699e3ba15c1aeccf5b99cf2e2df3790f0dffce", None),
     "u-vit": ("baofff/U-ViT", "ce551708dc9cde9818d2af7d84dfadfeb7bd9034", None),
     "diffusion-e2e-ft": ("VisualComputingInstitute/diffusion-e2e-ft", "4ff5aad00f686e08d49e5ee55054e161dd0a7458", None),
+    # batch 17 (2026-11-28, eighth session): first contact recorded at 1236302
+    "summarize-from-feedback": ("vwxyzjn/summarize_from_feedback_details", "ee77a9abc31f5338365ee087945c5bcafac7f1ca", None),
+    "moss-rlhf": ("OpenLMLab/MOSS-RLHF", "4865d826fc6705dfdf1894aede00b4c81dabb24b", None),
+    "tamper-resistance": ("rishub-tamirisa/tamper-resistance", "19de233f652078f82dd45422331498ad431ab2da", None),
+    "unicrs": ("RUCAIBox/UniCRS", "f7d8f95104d6eba5371cfa845b243057a632079e", None),
+    "rr76-study": ("rapidrabbit76/study", "d4958858a7e5e00878a29debcf61a4258e346347", None),
+    "hwa-unetrv2": ("JeMing-creater/HWA_UNETRV2", "84ca9fa7f8dd6781045fde066bcc2db42e8c7264", None),
+    "speechtokenizer": ("ZhangXInFD/SpeechTokenizer", "30c96fb32a9fc06a2258c98119e237def051e46c", None),
+    "dmd2": ("tianweiy/DMD2", "8d8fa55633d47cfb81bbc7a892e7248f9518763f", None),
+    "osediff": ("cswry/OSEDiff", "fcc4f09c7ed66a9bc0ba9433940d76b343142426", None),
+    "lgm": ("3DTopia/LGM", "fe8d12cff8c827df7bb77a3c8e8b37408cb6fe4c", None),
+    "openlrm": ("3DTopia/OpenLRM", "3108b6902d27912e1dcdce76970eab51436f5b21", None),
+    "rdt": ("thu-ml/RoboticsDiffusionTransformer", "deb71d82278780d83253a28d9b904085559be400", None),
+    "umi": ("real-stanford/universal_manipulation_interface", "d095ba9590df789df5189eea5ee7e431689038a6", None),
+    "openke": ("LuYF-Lemon-love/pybind11-OpenKE", "0776cc0b1afe01c386375192b51651cb2d3c8a88", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
