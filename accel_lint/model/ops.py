@@ -530,11 +530,13 @@ class _Walker:
         t_items, t_exit = self.block(then, branch_guard)
         o_items, o_exit = self.block(other, Guard(stmt, stmt.test, "else") if rank else guard)
         # A branch that raises ends the job, not one rank's part in it: torchrun and
-        # `accelerate launch` stop every rank when one fails. The other branch is the program.
-        if rank and t_exit == "raise" and o_exit is None:
+        # `accelerate launch` stop every rank when one fails. The other branch is the program,
+        # whether the test differs between ranks or not (a check on the data between the two
+        # halves of a split barrier leaves the barriers unmatched only on the way to the crash).
+        if t_exit == "raise" and o_exit is None:
             items.extend(o_items)
             return guard, None, False
-        if rank and o_exit == "raise" and t_exit is None:
+        if o_exit == "raise" and t_exit is None:
             items.extend(t_items)
             return guard, None, False
         if t_exit is None and o_exit is None:

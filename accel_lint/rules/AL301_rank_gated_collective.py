@@ -55,6 +55,20 @@ class RankGatedCollective(Rule):
     scope = "distributed"
 
     VALID = [
+        # a split barrier (rank 0 first, the others after it) with a check between the halves
+        # that raises: the barriers go unmatched only on the way to the crash, which ends the job
+        """\
+        import torch.distributed as dist
+        def load_index(path):
+            if dist.get_rank() != 0:
+                dist.barrier()
+            index = build_index(path)
+            if len(index) < 2:
+                raise ValueError(f"{path}: too few entries")
+            if dist.get_rank() == 0:
+                dist.barrier()
+            return index
+        """,
         # balanced barriers (docs/source/concept_guides/deferring_execution.md)
         """
 from accelerate import Accelerator
