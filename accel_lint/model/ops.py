@@ -540,7 +540,8 @@ class _Walker:
             items.extend(t_items)
             return guard, None, False
         if t_exit is None and o_exit is None:
-            items.append(Fork(stmt, [t_items, o_items], branch_guard) if rank else Choice(stmt, [t_items, o_items]))
+            if rank or t_items or o_items:  # (a choice between no ops is no choice)
+                items.append(Fork(stmt, [t_items, o_items], branch_guard) if rank else Choice(stmt, [t_items, o_items]))
             return guard, None, False
         # a branch leaves the block: the rest of the block belongs to the other branch
         rest_guard = Guard(stmt, stmt.test, "early-exit") if rank else guard

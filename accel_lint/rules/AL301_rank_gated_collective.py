@@ -59,10 +59,12 @@ class RankGatedCollective(Rule):
         # that raises: the barriers go unmatched only on the way to the crash, which ends the job
         """\
         import torch.distributed as dist
-        def load_index(path):
+        def load_index(path, cache=None):
             if dist.get_rank() != 0:
                 dist.barrier()
             index = build_index(path)
+            if cache is not None:
+                index = index.restricted_to(cache)
             if len(index) < 2:
                 raise ValueError(f"{path}: too few entries")
             if dist.get_rank() == 0:
