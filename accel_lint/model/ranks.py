@@ -311,6 +311,10 @@ class RankEvaluator:
             return cls.li == 0
         if qual.endswith(("distributed.is_initialized", "distributed.is_available")) and not call.args:
             return True  # in a job of several processes, the process group exists
+        if type(call.func) is cst.Attribute and not call.args and short in _RANK_FLAGS:
+            # `accelerator.is_local_main_process()`: the flag called as if it were a method (it
+            # is a property, and calling its bool raises); the test means the flag
+            return _rank_attribute(short, cls)
         where = self.objects.predicates.get(name)
         if where is not None:  # a rank predicate (or a rank) defined in another module of the tree
             return _imported_role(where, cls)
@@ -394,6 +398,10 @@ class RankEvaluator:
 
 
 _NOT_RANK = _Sym("NOT_RANK")
+
+
+# the boolean rank attributes of an accelerator or state
+_RANK_FLAGS = frozenset({"is_main_process", "is_local_main_process", "is_last_process"})
 
 
 def _rank_attribute(attr: str, cls: RankClass) -> Any:

@@ -68,6 +68,14 @@ class UnguardedTracker(Rule):
     summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
 
     VALID = [
+        # the main-process flag written as a call: a test of the flag all the same
+        """\
+        import wandb
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        if accelerator.is_local_main_process():
+            wandb.init(project="runs")
+        """,
         """\
         import wandb
         from accelerate import Accelerator
