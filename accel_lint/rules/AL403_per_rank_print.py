@@ -75,6 +75,7 @@ class PerRankPrint(Rule):
             print("only on the main process")
         print(f"rank {accelerator.process_index} ready")
         print(f"GPU {accelerator.device} done")
+        print(accelerator.state)
         device = accelerator.device
         print("using", device)
         model = accelerator.prepare(model)
@@ -202,8 +203,9 @@ def _mentions_rank(model: FileModel, call: cst.Call) -> bool:
     """Deliberate per-rank output: the arguments mention the rank or print an accelerator
     object (whose text includes the process index)."""
     for arg in call.args:
-        if model.is_accelerator(arg.value):
-            return True
+        if model.is_accelerator(arg.value) or (isinstance(arg.value, cst.Attribute) and arg.value.attr.value == "state"
+                                               and model.is_accelerator(arg.value.value)):
+            return True  # (an accelerator's text, and its state's, name the process index and device)
         if model.reads_rank(arg.value):
             return True
         if any(isinstance(n, (cst.Name, cst.Attribute)) and _is_rank_device(model, n) for n in model.index.walk(arg.value)):
