@@ -54,6 +54,8 @@ class Library:
     keeps_frozen_calls: frozenset[str] = frozenset()
     identity_calls: dict[str, int] = field(default_factory=dict)  # qualified name -> position of what it returns
     loader_classes: frozenset[str] = frozenset()  # DataLoader subclasses beside torch's own
+    # scheduler factory -> {position of a positional argument: the horizon parameter it binds}
+    scheduler_horizons: dict[str, dict[int, str]] = field(default_factory=dict)
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -79,6 +81,7 @@ class Library:
             keeps_frozen_calls=self.keeps_frozen_calls,
             identity_calls=self.identity_calls,
             loader_classes=self.loader_classes | frozenset(rows.get("extend-loader-classes", ())),
+            scheduler_horizons=self.scheduler_horizons,
         )
 
 
@@ -109,6 +112,8 @@ def default_library() -> Library:
         keeps_frozen_calls=frozenset(data.get("keeps-frozen", {}).get("calls", ())),
         identity_calls=dict(data.get("identity-calls", {})),
         loader_classes=frozenset(data.get("loader-classes", {}).get("classes", ())),
+        scheduler_horizons={name: {int(position): parameter for position, parameter in row.items()}
+                            for name, row in data.get("scheduler-horizons", {}).items()},
     )
 
 

@@ -1351,6 +1351,19 @@ class ObjectTracker:
             if isinstance(value_expr, cst.Dict):
                 self._bind_items(target, value_expr, env)
 
+    def _augment(self, aug: cst.AugAssign, env: Env) -> None:
+        """``name += part``: the new value is made from the old one and ``part`` (both are its
+        origins: a name extended with ``str(accelerator.process_index)`` differs per rank). An
+        object of a known kind, an accelerator or a container keeps its value."""
+        key = dotted_name(aug.target)
+        if key is None:
+            return
+        old = env.get(key)
+        if old is None:
+            env[key] = Value(origin=aug.value)
+        elif old.kind is None and not old.is_acc and not old.container and old.prepared == NO:
+            env[key] = Value(alternatives=old.origins() | {aug.value})
+
     def _bind_items(self, target: cst.BaseExpression, display: cst.Dict, env: Env) -> None:
         """``loaders = {"train": DataLoader(...), "val": DataLoader(...)}``: each item under a
         constant key is known by that key (``loaders["val"]``), whatever the others hold."""
@@ -1468,7 +1481,7 @@ class ObjectTracker:
             if key in env and declared is not None and env[key].kind is None and not env[key].is_acc:
                 env[key] = replace(env[key], kind=declared)  # `loader: DataLoader = make_loader()`
         elif isinstance(small, cst.AugAssign):
-            pass
+            self._augment(small, env)
         elif isinstance(small, cst.Return):
             if isinstance(self._scope, cst.FunctionDef) and small.value is not None:
                 v = self.value_of(small.value, env)

@@ -165,6 +165,28 @@ class StepsFromUnpreparedLength(Rule):
         """,
     ]
     INVALID = [
+        # B3 with the horizon given by position (the library table names which argument it is)
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import get_linear_schedule_with_warmup
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 1)
+        opt = torch.optim.AdamW(net.parameters())
+        net, opt, loader = accelerator.prepare(net, opt, DataLoader(data, batch_size=8))
+        sched = get_linear_schedule_with_warmup(opt, 100, max_updates)  # expect: AL202
+        sched = accelerator.prepare(sched)
+        done = 0
+        for epoch in range(epochs):
+            for batch in loader:
+                accelerator.backward(net(batch).sum())
+                opt.step()
+                sched.step()
+                done += 1
+                if done >= max_updates:
+                    break
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -400,13 +422,12 @@ def _loop_bound_horizons(model: FileModel):
     for call in model.index.calls:
         if call not in model.objects.prepared_origins:
             continue
-        for arg in call.args:
-            if arg.keyword is None or arg.keyword.value not in _HORIZONS or \
-                    type(arg.value) not in (cst.Name, cst.Attribute):
+        for horizon in _horizons(model, call):
+            if type(horizon) not in (cst.Name, cst.Attribute):
                 continue
-            if any(scale != 0 for scale, _ in model.step_scales_of(arg.value)):
+            if any(scale != 0 for scale, _ in model.step_scales_of(horizon)):
                 continue  # a count of all ranks' batches, or already scaled: the other variants
-            name = model.code(arg.value)
+            name = model.code(horizon)
             scope = model.scope_of(call)
             if any(type(n) in (cst.Assign, cst.AugAssign) and model.line_of(n) > model.line_of(call)
                    and model.scope_of(n) is scope and any(model.code(t) == name for t in _targets(n))
@@ -414,7 +435,7 @@ def _loop_bound_horizons(model: FileModel):
                 continue
             bound = _ends_scheduler_loop(model, call, name)
             if bound is not None:
-                yield arg.value, bound
+                yield horizon, bound
 
 
 def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -465,12 +486,10 @@ def _accumulated_horizons(model: FileModel):
     for call in model.index.calls:
         if call not in model.objects.prepared_origins:
             continue
-        for arg in call.args:
-            if arg.keyword is None or arg.keyword.value not in _HORIZONS:
-                continue
-            for factor in _factors(arg.value):
-                if factor is not arg.value and model.code(factor) in spelled:
-                    yield arg.value, factor, spelled[model.code(factor)]
+        for horizon in _horizons(model, call):
+            for factor in _factors(horizon):
+                if factor is not horizon and model.code(factor) in spelled:
+                    yield horizon, factor, spelled[model.code(factor)]
                     break
 
 
@@ -487,11 +506,23 @@ def _inflated_horizons(model: FileModel):
     for call in model.index.calls:
         if call not in model.objects.prepared_origins:
             continue
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value in _HORIZONS:
-                source = _first_len(model, model.step_scales_of(arg.value), lambda scale: scale >= 2)
-                if source is not None:
-                    yield arg.value, source
+        for horizon in _horizons(model, call):
+            source = _first_len(model, model.step_scales_of(horizon), lambda scale: scale >= 2)
+            if source is not None:
+                yield horizon, source
+
+
+def _horizons(model: FileModel, call: cst.Call) -> list[cst.BaseExpression]:
+    """The step counts a scheduler is built with: its horizon keywords (``num_training_steps=``,
+    ``T_max=``), and the positional arguments the library table's ``scheduler-horizons`` names
+    for its factory (``get_linear_schedule_with_warmup(opt, warmup, total)``)."""
+    out = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in _HORIZONS]
+    positions = model.library.scheduler_horizons.get(model.index.imports.qualify_expr(call.func) or "")
+    if positions:
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if not any(arg.star for arg in positional):
+            out += [positional[i].value for i in sorted(positions) if i < len(positional)]
+    return out
 
 
 def _bounded_without(model: FileModel, loop: cst.For | cst.While) -> bool:

@@ -136,7 +136,11 @@ def _tracker_call(model: FileModel, call: cst.Call) -> str | None:
 
 
 def _per_rank_on_purpose(model: FileModel, call: cst.Call) -> bool:
-    keywords = {a.keyword.value: model.code(a.value) for a in call.args if a.keyword is not None}
-    if keywords.get("mode", "").strip("\"'") == "shared":
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    mode = keywords.get("mode")
+    if isinstance(mode, cst.SimpleString) and mode.evaluated_value == "shared":
         return True
-    return "group" in keywords and any(h in keywords.get("name", "") for h in ("rank", "process_index"))
+    # a run per rank in one group: the run's name is computed from the rank (directly, or
+    # through a name built from it: `name += str(accelerator.process_index)`)
+    name = keywords.get("name")
+    return "group" in keywords and name is not None and (model.reads_rank(name) or model.rank_data.varies(name))
