@@ -68,6 +68,15 @@ class UnguardedTracker(Rule):
     summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
 
     VALID = [
+        # one W&B run per rank in a group: the run's name is extended with the process index
+        """\
+        import wandb
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        run_name = settings.name
+        run_name += "_" + str(accelerator.process_index)
+        wandb.init(project="runs", group=settings.name, name=run_name)
+        """,
         # the main-process flag written as a call: a test of the flag all the same
         """\
         import wandb
