@@ -996,6 +996,19 @@ class FileModel:
             child = parent
         return False
 
+    def without_accelerator_at(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs only where an accelerator the code is handed is absent: in the
+        branch of ``if acc is None:`` / ``if not acc:`` (or the ``else`` of ``if acc:``)."""
+        child = node
+        for parent in self.index.ancestors(node):
+            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                return False
+            if type(parent) in (cst.If, cst.IfExp) and child is not parent.test \
+                    and self._without_accelerator(parent.test) == (child is parent.body):
+                return True
+            child = parent
+        return False
+
     def _without_accelerator(self, test: cst.BaseExpression) -> bool | None:
         """``True`` where ``test`` holds only when an accelerator the code is handed is absent
         (``acc is None``, ``not acc``), ``False`` where it holds only when it is there (``acc is

@@ -62,6 +62,27 @@ class RawBackward(Rule):
     summary = "`loss.backward()` bypasses `accelerator.backward()` (accumulation, fp16 scaling, DeepSpeed step)"
 
     VALID = [
+        # a trainer that runs with or without an accelerator: the raw backward is the path without
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Trainer:
+            def __init__(self, model, accelerator: Accelerator = None):
+                self.accelerator = accelerator
+                self.model = model
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                if self.accelerator:
+                    self.optimizer = self.accelerator.prepare(self.optimizer)
+
+            def step(self, batch):
+                self.optimizer.zero_grad()
+                loss = self.model(batch)
+                if not self.accelerator:
+                    loss.backward()
+                else:
+                    self.accelerator.backward(loss)
+                self.optimizer.step()
+        """,
         # accelerator.backward, and a utility function that calls it
         """
 from accelerate import Accelerator
@@ -140,6 +161,8 @@ class Trainer:
                 continue  # nothing in the file steps an optimizer: gradients computed to inspect them
             if self._scaler_without_mixed_precision(model, loss):
                 continue
+            if model.without_accelerator_at(call):
+                continue  # `if not self.accelerator: loss.backward()`: the path with no Accelerate
             acc = model.accelerator_name_in(scope)
             text = model.code(loss)
             yield Finding(
