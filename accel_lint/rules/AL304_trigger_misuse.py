@@ -18,7 +18,8 @@ class TriggerMisuse(Rule):
     the same loop, not in an enclosing loop, not later in the function.
     Not flagged: `check_trigger()` under `if accelerator.sync_gradients:` or another uniform
     condition; `set_trigger()` in an inner loop checked in the enclosing loop; `set_trigger()`
-    in a helper (the call graph decides where it is checked: unknown means no finding).
+    in a function whose every caller in the file checks the trigger (an epoch function that
+    sets it and returns, called from the loop over epochs that checks it).
 
     ## Why is this bad?
     `check_trigger()` is an all-reduce: called on a subset of ranks it deadlocks. A
@@ -58,8 +59,38 @@ class TriggerMisuse(Rule):
             if accelerator.check_trigger():
                 break
         """,
+        # the epoch function sets the trigger and leaves; the loop over epochs that calls it checks
+        """\
+        from accelerate import Accelerator
+        class Runner:
+            def __init__(self):
+                self.accelerator = Accelerator()
+            def train_epoch(self, loader):
+                for batch in loader:
+                    self.step += 1
+                    if self.step >= self.max_steps:
+                        self.accelerator.set_trigger()
+                        break
+            def train(self, loader):
+                for _ in range(self.epochs):
+                    self.train_epoch(loader)
+                    if self.accelerator.check_trigger():
+                        break
+        """,
     ]
     INVALID = [
+        # a caller that never checks it is no better
+        """\
+        from accelerate import Accelerator
+        def epoch(accelerator, dl):
+            for batch in dl:
+                if bad(batch):
+                    accelerator.set_trigger()  # expect: AL304
+                    break
+        def train(accelerator, dl):
+            for _ in range(10):
+                epoch(accelerator, dl)
+        """,
         """\
         from accelerate import Accelerator
         accelerator = Accelerator()
@@ -99,11 +130,20 @@ class TriggerMisuse(Rule):
                     and model.is_accelerator(func.value)):
                 continue
             scope = model.scope_of(call)
-            if not any(_is_check(model, c) for c in model.calls_in(scope)):
+            if not any(_is_check(model, c) for c in model.calls_in(scope)) and not _checked_by_callers(model, scope):
                 yield Finding(call, "`set_trigger()` has no `check_trigger()` after it in this function: the flag "
                                     "stays set and fires at some later, unrelated `check_trigger()`; check it in "
                                     "the loop (`if accelerator.check_trigger(): break`)", severity="warning",
                               evidence=((scope, "no `check_trigger()` runs in this function after it"),))
+
+
+def _checked_by_callers(model: FileModel, scope) -> bool:
+    """The function is called (in this file) only from functions that check the trigger: the
+    epoch function sets it and ``break``s, and the loop over epochs that calls it checks."""
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    sites = model.ops.call_sites(scope)
+    return bool(sites) and all(any(_is_check(model, c) for c in model.calls_in(model.scope_of(site))) for site in sites)
 
 
 def _is_check(model: FileModel, call: cst.Call) -> bool:
