@@ -92,9 +92,21 @@ class RankData:
             if read(expr):
                 return True
             return kind is cst.Attribute and self._eval(expr.value, read)
-        if kind in (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp):
+        if kind is cst.Lambda:
             return False
+        if kind in (cst.GeneratorExp, cst.ListComp, cst.SetComp):
+            # `[policy(x) for x in batch]`: the items it makes, or the data it runs over
+            return self._eval(expr.elt, read) or self._comprehension_iterables_vary(expr.for_in, read)
+        if kind is cst.DictComp:
+            return self._eval(expr.value, read) or self._comprehension_iterables_vary(expr.for_in, read)
         return any(self._eval(child, read) for child in self.index.children.get(expr, ()))
+
+    def _comprehension_iterables_vary(self, comp: cst.CompFor | None, read) -> bool:
+        while comp is not None:
+            if self._eval(comp.iter, read):
+                return True
+            comp = comp.inner_for_in
+        return False
 
     def _is_source(self, call: cst.Call) -> bool:
         """A call whose result is rank-local by itself: a model's forward or generate, the

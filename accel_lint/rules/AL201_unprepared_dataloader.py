@@ -157,6 +157,29 @@ for batch in train_dl:
             accelerator.backward(net(batch).sum())
             opt.step()
         """,
+        # a trainer's rollout buffer: filled with what this rank's policy generated
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        class PPO:
+            def __init__(self, policy, prompts):
+                self.accelerator = Accelerator()
+                self.policy = torch.nn.Linear(4, 4)
+                self.opt = torch.optim.SGD(self.policy.parameters(), lr=0.1)
+                self.policy, self.opt = self.accelerator.prepare(self.policy, self.opt)
+                self.prompts = prompts
+                self.buffer = []
+            def collect(self):
+                for prompt in self.prompts:
+                    self.buffer.append(self.policy(prompt))
+            def train(self):
+                self.collect()
+                loader = DataLoader(Rollouts(self.buffer), batch_size=None)
+                for experience in loader:
+                    self.accelerator.backward(self.policy(experience).sum())
+                    self.opt.step()
+        """,
     ]
     INVALID = [
         """
@@ -209,6 +232,19 @@ for batch in eval_dl:  # expect: AL201
             accelerator.backward(net(a).sum() + net(b).sum())
             opt.step()
         """,
+        # a loader built where the loop reads it
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        net, opt = accelerator.prepare(net, opt)
+        for batch in DataLoader(part_one, batch_size=4, shuffle=True):  # expect: AL201
+            accelerator.backward(net(batch).sum())
+            opt.step()
+        """,
         # a loop over `zip` iterates each loader
         """\
         import torch
@@ -231,7 +267,7 @@ for batch in eval_dl:  # expect: AL201
             if not isinstance(loop, cst.For):
                 continue
             for loader in _iterated(loop.iter):
-                value = model.value_at(loader)
+                value = _held(model, loader)
                 if value is None:
                     continue
                 if value.kind == COMPOSITE:
@@ -245,7 +281,7 @@ for batch in eval_dl:  # expect: AL201
                 if train is None:
                     continue
                 acc = model.accelerator_name_in(model.scope_of(loop))
-                name = model.code(loader)
+                name = shorten(model.code(loader))
                 where = "a training" if train else "an evaluation"
                 # `prepare` returns a new, sharded loader and leaves its argument as it was: what
                 # matters is whether the object iterated here is a result of `prepare`
@@ -257,8 +293,8 @@ for batch in eval_dl:  # expect: AL201
                             f"{where} loop but never passed to `{acc}.prepare()`")
                 else:
                     what = f"`{name}` is iterated in {where} loop but never passed to `{acc}.prepare()`"
-                yield Finding(loop.iter, _message(what, train), None if train else "warning",
-                              evidence=tuple(model.value_evidence(loader)))
+                evidence = model.value_evidence(loader) or [(loader, f"made by `{name}`: a loader")]
+                yield Finding(loop.iter, _message(what, train), None if train else "warning", evidence=tuple(evidence))
 
     def _through_composite(self, model: FileModel, loop: cst.For, composite: cst.BaseExpression,
                            value) -> Iterable[Finding]:
@@ -342,6 +378,10 @@ def _over_data_of_this_rank(model: FileModel, origin: cst.Call) -> bool:
     ``buffer[k] = ...``) only inside loops over a prepared loader: what it holds comes from this
     rank's share of that loader (rollouts of an RL trainer), so it is already this rank's."""
     data = next((a.value for a in origin.args if a.keyword is None or a.keyword.value == "dataset"), None)
+    if type(data) is cst.Call:  # `DataLoader(ExperienceDataset(self.buffer, ...))`: the rows it wraps
+        data = next((a.value for a in data.args if a.keyword is None and not a.star), None)
+    if type(data) is cst.Attribute and type(data.value) is cst.Name and data.value.value == "self":
+        return _filled_with_rank_data(model, model.scope_of(origin), data.attr.value)
     if type(data) is not cst.Name:
         return False
     fills = []
@@ -362,6 +402,23 @@ def _over_data_of_this_rank(model: FileModel, origin: cst.Call) -> bool:
                    for loop in loops):
             return False
     return True
+
+
+def _filled_with_rank_data(model: FileModel, scope, attribute: str) -> bool:
+    """``self.<attribute>`` is a buffer the methods of the class fill (``.append(x)``,
+    ``.extend(x)``) only with values this rank computed (a model's outputs: the rollouts of an RL
+    trainer), so what it holds is this rank's own."""
+    cls = model.index.class_of(scope)
+    if cls is None:
+        return False
+    fills = []
+    for method in cls.methods.values():
+        for node in model.index.walk(method):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _FILLING_METHODS \
+                    and model.code(node.func.value) == f"self.{attribute}":
+                fills.append(node)
+    return bool(fills) and all(
+        node.args and all(model.rank_data.varies(a.value) for a in node.args) for node in fills)
 
 
 def _unwrap(expr: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -386,7 +443,7 @@ def _iterated(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
             return _iterated(positional[0])
         if fname in _THROUGH_EACH:
             return [inner for arg in positional for inner in _iterated(arg)]
-        return []
+        return [expr]  # (a loader built in place: `for batch in DataLoader(ds):`)
     if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
         return [expr]
     return []
