@@ -1085,6 +1085,22 @@ class FileModel:
                     return {cst.Equal: False, cst.Is: False, cst.NotEqual: True, cst.IsNot: True}.get(operator)
         return None
 
+    def _several_gpus_test(self, test: cst.BaseExpression) -> bool | None:
+        """``torch.cuda.device_count() > 1`` (True), ``... <= 1`` / ``== 1`` (False); else None."""
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Call:
+            return None
+        if (self.index.imports.qualify_expr(test.left.func) or "") != "torch.cuda.device_count":
+            return None
+        target = test.comparisons[0]
+        if type(target.comparator) is not cst.Integer:
+            return None
+        operator, bound = type(target.operator), int(target.comparator.value)
+        if (operator, bound) in ((cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)):
+            return True
+        if (operator, bound) in ((cst.LessThanEqual, 1), (cst.LessThan, 2), (cst.Equal, 1)):
+            return False
+        return None
+
     def _wrapper_test(self, test: cst.BaseExpression, name: str | None, depth: int = 0) -> bool | None:
         """What ``test`` being true says about the model being wrapped: True (wrapped), False
         (not wrapped), None (nothing). A flag assigned from such a test says the same."""
@@ -1098,6 +1114,11 @@ class FileModel:
         if single is not None:
             # one process: prepare returns the model itself; several: it wrapped it
             return not single
+        several_gpus = self._several_gpus_test(test)
+        if several_gpus is not None:
+            # the script's own proxy for "wrapped": a launch on a machine of several GPUs starts
+            # one process per GPU; on one GPU (or none) it starts one
+            return several_gpus
         if type(test) is cst.Call and type(test.func) is cst.Name and len(test.args) == 2 and name is not None:
             subject = dotted_name(test.args[0].value)
             if subject != name:

@@ -125,6 +125,25 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        # the script's own test of the machine: several GPUs, one process each (wrapped); else one
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Critic(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = torch.nn.Linear(4, 1)
+            def score(self, batch):
+                return self.head(batch).mean()
+        accelerator = Accelerator()
+        critic = accelerator.prepare(Critic())
+        for batch in loader:
+            if torch.cuda.device_count() > 1:
+                loss = critic.module.score(batch)
+            else:
+                loss = critic.score(batch)
+            accelerator.backward(loss)
+        """,
         """\
         import torch
         from accelerate import Accelerator
