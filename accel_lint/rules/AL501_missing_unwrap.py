@@ -56,6 +56,9 @@ class MissingUnwrap(Rule):
     pipeline (`StableDiffusionPipeline.from_pretrained(path, unet=unet)`,
     `StableDiffusionPipeline(vae=vae, unet=unet, ...)`; the library table's
     `bare-model-consumers`).
+    Not flagged: `.state_dict()` inside `with FSDP.state_dict_type(...)`; attributes read in a
+    branch that tests for the wrapper (`isinstance(m, DDP)`, `hasattr(m, "module")`,
+    `num_processes > 1`, the script's `torch.cuda.device_count() > 1`), each on its side.
 
     ## Why is this bad?
     Under DDP the wrapper has none of the model's own attributes:
@@ -125,6 +128,18 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        # FSDP's full state dict, taken on every rank inside its own context manager
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType
+        accelerator = Accelerator()
+        net = accelerator.prepare(torch.nn.Linear(4, 4))
+        with FSDP.state_dict_type(net, StateDictType.FULL_STATE_DICT):
+            weights = net.state_dict()
+        if accelerator.is_main_process:
+            torch.save(weights, "net.pt")
+        """,
         # the script's own test of the machine: several GPUs, one process each (wrapped); else one
         """\
         import torch
@@ -318,6 +333,8 @@ class Runner:
                 continue
             if _attested(model, node):
                 continue  # `hasattr(m, "config") and m.config...`: the script checked for it
+            if attr == "state_dict" and _in_fsdp_state_dict_context(model, node):
+                continue  # FSDP's own way to a full, unprefixed state dict (every rank takes part)
             if attr == "_orig_mod" and model.compiled_at(node):
                 continue  # read where the script's compile flag holds
             wrapped = model.wrapped_at(node, node.value)
@@ -494,6 +511,25 @@ def _fix(model: FileModel, node: cst.Attribute) -> Fix | None:
     if attr in ("module", "_orig_mod"):
         return Fix(safety, f"use `{acc}.unwrap_model(...)`", ((node, unwrapped),))
     return Fix(safety, f"use `{acc}.unwrap_model(...)`", ((base, unwrapped),))
+
+
+_FSDP_STATE_DICT_CONTEXTS = frozenset({
+    "torch.distributed.fsdp.FullyShardedDataParallel.state_dict_type",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel.state_dict_type",
+})
+
+
+def _in_fsdp_state_dict_context(model: FileModel, node: cst.CSTNode) -> bool:
+    """Inside ``with FSDP.state_dict_type(m, StateDictType.FULL_STATE_DICT, ...):``."""
+    for parent in model.ancestors(node):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(parent, cst.With) and any(
+                isinstance(item.item, cst.Call)
+                and (model.index.imports.qualify_expr(item.item.func) or "") in _FSDP_STATE_DICT_CONTEXTS
+                for item in parent.items):
+            return True
+    return False
 
 
 def _is_assignment_target(model: FileModel, node: cst.CSTNode) -> bool:
