@@ -122,6 +122,15 @@ class OpAnalysis:
             self._analyse_root(scope)
 
     # -- collectives ----------------------------------------------------------------------
+    def _never_prepared(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` holds, on every path, an object made in this file (a call) that no ``prepare``
+        was given: nothing wrapped or sharded it."""
+        value = self.objects.values.get(expr)
+        if value is None or value.prepared != "no" or value.is_acc:
+            return False
+        origins = value.origins()
+        return bool(origins) and all(isinstance(o, cst.Call) and o not in self.objects.prepared_origins for o in origins)
+
     def op_kind(self, call: cst.Call) -> str | None:
         """The op kind of a call that is a collective, else ``None``."""
         func = call.func
@@ -145,6 +154,8 @@ class OpAnalysis:
                             if isinstance(arg.value, cst.Name) and arg.value.value == "True":
                                 return C.ALLGATHER
                     return None
+                if method in ("save_model", "get_state_dict") and call.args and self._never_prepared(call.args[0].value):
+                    return None  # a plain module (an EMA copy): its state dict is this rank's, no gathering
                 return C.ACCELERATOR_METHOD_OPS.get(method)
             if method == "state_dict" and owner is not None and owner.prepared == "yes" and owner.kind == "model" and not owner.not_wrapped:
                 return C.CKPT

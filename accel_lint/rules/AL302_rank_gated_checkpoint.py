@@ -89,6 +89,18 @@ class RankGatedCheckpoint(Rule):
     scope = "distributed"
 
     VALID = [
+        # an EMA copy nobody prepared: saving it gathers nothing
+        """\
+        import copy
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 4)
+        ema = copy.deepcopy(net)
+        net = accelerator.prepare(net)
+        if accelerator.is_main_process:
+            accelerator.save_model(ema, "ema")
+        """,
         """
 from accelerate import Accelerator
 accelerator = Accelerator()
