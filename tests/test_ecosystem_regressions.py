@@ -104,6 +104,36 @@ CASES = {
     # Loaders kept in a dict under constant keys: only the "train" item is prepared, so the "val"
     # item is still the plain loader where the evaluation loop iterates it. Preparing every item
     # through a variable key, or handing the dict to an unknown function, leaves the items unknown.
+    # Loaders put in a dict split by split, then prepared in a dict comprehension over its
+    # items: every item of the new dict is a prepared loader, and an evaluation helper every
+    # caller hands one of them iterates a prepared loader (its gather keeps the padding). The
+    # dict the loop filled still holds the plain loaders.
+    "a_dict_of_loaders_prepared_in_a_comprehension": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def evaluate(acc, net, loader):
+            net.eval()
+            hits = []
+            with torch.no_grad():
+                for batch in loader:
+                    hits.append(acc.gather(net(batch).argmax(-1)))
+            return torch.cat(hits)
+
+        def main(splits):
+            acc = Accelerator()
+            net = acc.prepare(torch.nn.Linear(4, 2))
+            loaders = {}
+            for name in splits:
+                loaders[name] = DataLoader(splits[name], batch_size=8)
+            ready = {name: acc.prepare(loader) for name, loader in loaders.items()}
+            for name in ready:
+                evaluate(acc, net, ready[name])
+            for loader in loaders.values():
+                for batch in loader:
+                    scores = acc.gather_for_metrics(net(batch))
+    """, [(10, "AL203"), (23, "AL201")]),
     "dict_items_known_by_constant_key": ("""
         import torch
         from accelerate import Accelerator

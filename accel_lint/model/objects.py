@@ -95,8 +95,11 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         return v
     if a == b:
         return a
+    if a.container and b.container and (_empty(a) or _empty(b)):
+        return b if _empty(a) else a  # a container filled on one path only: what it may hold
     prepared = a.prepared if a.prepared == b.prepared else MAYBE
     return Value(
+        container=a.container and b.container,
         kind=a.kind if a.kind == b.kind else None,  # paths that made different (or unknown) kinds
         prepared=prepared,
         is_acc=a.is_acc and b.is_acc,
@@ -112,6 +115,11 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
 
 
 Env = dict[str, Value]
+
+
+def _empty(value: Value) -> bool:
+    """A container nothing was put in yet (``loaders = {}``)."""
+    return value.container and value.kind is None and not value.is_acc and not value.origins()
 
 
 def _merge_envs(a: Env | None, b: Env | None) -> Env | None:
@@ -828,11 +836,33 @@ class ObjectTracker:
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
             if isinstance(element, cst.Call):
-                inner = self._call_value(element, env)
+                inner = self._call_value(element, self._comprehension_env(expr.for_in, env))
                 if inner is not None and inner.prepared == YES:
                     return replace(inner, container=True, origin=expr)
             return None
         return None
+
+    def _comprehension_env(self, comp: cst.CompFor, env: Env) -> Env:
+        """``env`` with a comprehension's targets bound to the items of the container it runs
+        over: ``dl`` in ``for dl in loaders.values()`` / ``for k, dl in loaders.items()`` / ``for
+        dl in loader_list`` holds an item of the container ``loaders`` holds."""
+        iterated = comp.iter
+        target = comp.target
+        method = None
+        if type(iterated) is cst.Call and type(iterated.func) is cst.Attribute and not iterated.args:
+            method, iterated = iterated.func.attr.value, iterated.func.value
+        container = self.value_of(iterated, env)
+        if container is None or not container.container or _empty(container):
+            return env
+        item = replace(container, container=False)
+        if method == "items" and type(target) is cst.Tuple and len(target.elements) == 2:
+            target = target.elements[1].value
+        elif method != "values":
+            return env  # (a plain loop over a dict gives its keys)
+        key = dotted_name(target)
+        if key is None:
+            return env
+        return {**env, key: item}
 
     def _used_as_accelerator(self, expr: cst.BaseExpression) -> bool:
         """A name or attribute whose maker the analysis cannot see, used through the accelerator
@@ -859,6 +889,8 @@ class ObjectTracker:
     def _dict_value(self, expr: cst.Dict, env: Env) -> Value | None:
         """``{"train": DataLoader(...), "eval": DataLoader(...)}``: a container whose items are
         all objects of one kind; an item read from it (``loaders["train"]``) may be any of them."""
+        if not expr.elements:
+            return Value(container=True)  # `loaders = {}`: filled item by item later
         joined: Value | None = None
         for element in expr.elements:
             if not isinstance(element, cst.DictElement):
@@ -1275,9 +1307,17 @@ class ObjectTracker:
             # holds what the model knew of it as a whole; the item assigned by a constant key
             # holds the new value, and the other items keep theirs
             base = dotted_name(target.value)
-            if base is not None and base in env and env[base].container:
-                del env[base]
             item = item_key(target)
+            if base is not None and base in env and env[base].container:
+                held = env[base]
+                del env[base]
+                if item is None and value is not None and value.kind is not None and not value.is_acc \
+                        and not value.container and (_empty(held) or held.kind == value.kind):
+                    # `loaders[split] = DataLoader(...)` in a loop: a container of loaders
+                    joined = value if _empty(held) else merge(replace(held, container=False), value)
+                    env[base] = replace(joined, container=True, origin=None, alternatives=joined.origins())
+                    _forget_items(base, env)  # any item known by its key may be the one replaced
+                    return
             if item is not None:
                 env[item] = value if value is not None else Value()
                 self._items_known = True
