@@ -14,6 +14,9 @@ _SPLIT_FUNCTIONS = {
     "sklearn.model_selection.train_test_split": "random_state",
 }
 _SPLIT_METHODS = {"train_test_split": "seed"}  # `datasets.Dataset.train_test_split(seed=...)`
+# methods that reorder a dataset: only reported with a seed computed from the rank (without a
+# seed, what `.shuffle()` draws from depends on the object, which the model does not know)
+_SHUFFLE_METHODS = {"shuffle": "seed"}  # `datasets.Dataset.shuffle(seed=...)`
 # calls that seed the process's global generators (torch, numpy, random)
 _SEEDERS = frozenset({"accelerate.utils.set_seed", "accelerate.utils.random.set_seed", "transformers.set_seed",
                       "transformers.trainer_utils.set_seed", "torch.manual_seed", "numpy.random.seed", "random.seed",
@@ -29,7 +32,9 @@ class RankDivergentData(Rule):
     draw is not the same on every rank: no `generator=` / `random_state=` / `seed=` and no
     global seed set in the file (`set_seed(seed)`, `torch.manual_seed(seed)`: before it in the
     same function, or anywhere in another), a seed set only with
-    `set_seed(seed, device_specific=True)`, or a seed computed from the rank.
+    `set_seed(seed, device_specific=True)`, or a seed computed from the rank. Also flags a
+    dataset's `.shuffle(seed=...)` with a seed computed from the rank (`seed + process_index`)
+    whose result feeds a prepared loader.
     Not flagged: a split with a fixed seed or generator; a split after a plain `set_seed(seed)`;
     a split made under a rank guard or `main_process_first()` (one rank decides); a split whose
     result reaches no prepared loader.
@@ -62,6 +67,15 @@ class RankDivergentData(Rule):
     summary = "a random split that differs on every rank feeds a prepared loader: shards overlap and leak"
 
     VALID = [
+        # the same order on every rank (a fixed seed), or an object whose shuffle is not known
+        """\
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        pairs = raw_pairs.shuffle(seed=1234)
+        loader = accelerator.prepare(DataLoader(pairs, batch_size=16))
+        other = accelerator.prepare(DataLoader(pool.shuffle(), batch_size=16))
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -81,6 +95,15 @@ class RankDivergentData(Rule):
         """,
     ]
     INVALID = [
+        """\
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        rank_seed = 1234 + accelerator.process_index
+        pairs = raw_pairs.shuffle(seed=rank_seed)  # expect: AL206
+        pairs = pairs.select(range(10_000))
+        loader = accelerator.prepare(DataLoader(pairs, batch_size=16))
+        """,
         """\
         from accelerate import Accelerator
         from torch.utils.data import DataLoader, random_split
@@ -107,6 +130,8 @@ class RankDivergentData(Rule):
             if keyword is None or model.rank_guard_of(call) is not None or _in_main_process_first(model, call):
                 continue
             seed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+            if seed is None and _is_shuffle(call):
+                continue
             if seed is not None:
                 if not any(model.ranks.is_rank_dependent(n) for n in model.index.loads_in(seed)) \
                         and "process_index" not in model.code(seed):
@@ -124,10 +149,15 @@ class RankDivergentData(Rule):
             loader = _prepared_loader_fed_by(model, call)
             if loader is None:
                 continue
-            yield Finding(call, f"{quote(model.code(call.func) + '(...)')} splits differently on every rank: {why}; "
-                                f"`prepare` then shards different datasets, so samples are skipped and held-out ones "
-                                f"train on other ranks; pass a fixed `{keyword}=`",
-                          evidence=((loader, "the split reaches this prepared loader"),))
+            if _is_shuffle(call):
+                message = (f"{quote(model.code(call.func) + '(...)')} orders the data differently on every rank: {why}; "
+                           f"`prepare` then gives each rank its share of a different order, so some samples train on "
+                           f"several ranks and others on none; pass the same `{keyword}=` on every rank")
+            else:
+                message = (f"{quote(model.code(call.func) + '(...)')} splits differently on every rank: {why}; "
+                           f"`prepare` then shards different datasets, so samples are skipped and held-out ones "
+                           f"train on other ranks; pass a fixed `{keyword}=`")
+            yield Finding(call, message, evidence=((loader, "the split reaches this prepared loader"),))
 
 
 def _seed_keyword(model: FileModel, call: cst.Call) -> str | None:
@@ -137,7 +167,13 @@ def _seed_keyword(model: FileModel, call: cst.Call) -> str | None:
     if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SPLIT_METHODS \
             and not qualified.startswith("sklearn"):
         return _SPLIT_METHODS[call.func.attr.value]
+    if _is_shuffle(call):
+        return _SHUFFLE_METHODS[call.func.attr.value]
     return None
+
+
+def _is_shuffle(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _SHUFFLE_METHODS
 
 
 def _device_specific(seeder: cst.Call) -> bool:
