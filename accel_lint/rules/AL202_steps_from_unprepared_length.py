@@ -165,6 +165,24 @@ class StepsFromUnpreparedLength(Rule):
         """,
     ]
     INVALID = [
+        # B3 where the loop runs over a progress bar bound to a name (the last binding before it)
+        """\
+        import torch
+        from accelerate import Accelerator
+        from tqdm import tqdm
+        accelerator = Accelerator()
+        net = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.total_steps)  # expect: AL202
+        net, opt, sched, batches = accelerator.prepare(net, opt, sched, batches)
+        stream = iter(batches)
+        bar = tqdm(range(cfg.total_steps), disable=not accelerator.is_local_main_process)
+        for step in bar:
+            accelerator.backward(net(next(stream)).sum())
+            opt.step()
+            sched.step()
+        bar = tqdm(range(cfg.finetune_steps))
+        """,
         # B3 with the horizon given by position (the library table names which argument it is)
         """\
         import torch
@@ -453,7 +471,7 @@ def _ends_scheduler_loop(model: FileModel, scheduler: cst.Call, name: str) -> cs
                     for c in model.calls_in(loop))
         if not steps:
             continue
-        tests = [loop.iter] if type(loop) is cst.For else [loop.test]
+        tests = [_range_behind(model, loop.iter)] if type(loop) is cst.For else [loop.test]
         tests += [n.test for n in model.index.walk(loop) if type(n) is cst.If and any(
             type(e) in (cst.Break, cst.Return) for e in model.index.walk(n.body))]
         for test in tests:
@@ -462,6 +480,35 @@ def _ends_scheduler_loop(model: FileModel, scheduler: cst.Call, name: str) -> cs
                        if type(n) in (cst.Name, cst.Attribute)):
                     return test
     return None
+
+
+def _range_behind(model: FileModel, iterable: cst.BaseExpression) -> cst.BaseExpression:
+    """What a ``for`` loop counts through: ``range(n)`` for ``tqdm(range(n))``,
+    ``enumerate(range(n))``, or a name its scope binds once to one of those (``pbar =
+    tqdm(range(n))``; ``for step in pbar:``)."""
+    for _ in range(4):
+        if type(iterable) is cst.Name:
+            # the last assignment before the loop, on every path to it (not inside a branch or
+            # loop the loop is not in)
+            scope = model.scope_of(iterable)
+            around = set(model.ancestors(iterable))
+            assigned = [n for n in model.index.walk(scope) if type(n) is cst.Assign and len(n.targets) == 1
+                        and type(n.targets[0].target) is cst.Name and n.targets[0].target.value == iterable.value
+                        and model.line_of(n) < model.line_of(iterable)]
+            if not assigned:
+                return iterable
+            last = max(assigned, key=model.line_of)
+            if any(type(a) in (cst.If, cst.For, cst.While, cst.Try) and a not in around for a in model.ancestors(last)):
+                return iterable
+            iterable = last.value
+            continue
+        if type(iterable) is cst.Call and iterable.args and (
+                model.code(iterable.func) == "enumerate"
+                or (model.index.imports.qualify_expr(iterable.func) or "") in model.library.identity_calls):
+            iterable = iterable.args[0].value
+            continue
+        return iterable
+    return iterable
 
 
 def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
