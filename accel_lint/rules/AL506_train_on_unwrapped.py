@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import MAYBE, NO, YES, FileModel, dotted_name
+from ..model import MAYBE, NO, YES, FileModel, dotted_name, shorten
 from .base import Finding, Rule
 
 
@@ -22,7 +22,9 @@ class TrainOnUnwrapped(Rule):
     trainable parameter (`prepare` does not wrap it then). And the forward of a model when
     `prepare` was given a module made from that model's parts instead
     (`lora_layers = AttnProcsLayers(unet.attn_processors)`) and nothing ever calls that module
-    or its wrapper.
+    or its wrapper. And a loss computed only through the module inside the wrapper
+    (`loss = model.module.loss_fn(batch)` then `accelerator.backward(loss)`) in a training
+    loop, when nothing in the file calls the prepared model itself.
     Not flagged: a new name for the unwrapped model; a rebinding after the last training use;
     a rebinding under a rank guard (that is AL502); a model `prepare` did not wrap.
 
@@ -31,7 +33,7 @@ class TrainOnUnwrapped(Rule):
     gradients, so each rank trains its own copy and the replicas drift apart. Nothing fails.
     Under FSDP and ZeRO-3 the bare module holds only this rank's shards of the parameters.
 
-    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al506_*_bad.py`, one per shape): the two
+    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al506_*_bad.py`, one per shape, four shapes): the two
     ranks end with different parameters; the `_good` twins end with the same.
 
     ## Example
@@ -121,6 +123,25 @@ class TrainOnUnwrapped(Rule):
         """,
     ]
     INVALID = [
+        # the loss computed by a method of the module inside the wrapper, the only source of a backward
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Scorer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = torch.nn.Linear(4, 1)
+            def regression_loss(self, batch):
+                return self.net(batch).pow(2).mean()
+        accelerator = Accelerator()
+        scorer = Scorer()
+        opt = torch.optim.SGD(scorer.parameters(), lr=0.1)
+        scorer, opt, loader = accelerator.prepare(scorer, opt, loader)
+        for batch in loader:
+            loss = scorer.module.regression_loss(batch)  # expect: AL501, AL506
+            accelerator.backward(loss)
+            opt.step()
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -210,6 +231,15 @@ class TrainOnUnwrapped(Rule):
                           f"copy; prepare `{owner}` itself",
                           evidence=tuple(model.value_evidence(forward.func)
                                          + [(p, f"`{c}` is prepared here and never called") for p, c, _ in found]))
+        for call, wrapped in _inner_module_calls(model):
+            name = model.code(wrapped)
+            yield Finding(call.func,
+                          f"`{shorten(model.code(call.func))}` runs the module inside the prepared `{name}` in a "
+                          f"training loop, and nothing calls `{name}` itself: the DDP wrapper's forward never runs, so "
+                          f"its reducer never averages the gradients and the replicas drift apart; call `{name}(...)` "
+                          f"(put the computation in `forward`)",
+                          evidence=tuple(model.value_evidence(wrapped)
+                                         + [(call, "trained here through `.module`, bypassing the wrapper")]))
         for forward, prepare, result in _bypassed_wrappers(model):
             name = model.code(forward.func)
             yield Finding(forward.func,
@@ -219,6 +249,59 @@ class TrainOnUnwrapped(Rule):
                           f"`{result}`",
                           evidence=tuple(model.value_evidence(forward.func)
                                          + [(prepare, f"the wrapped result is bound to `{result}`")]))
+
+
+def _inner_module_calls(model: FileModel) -> Iterable[tuple[cst.Call, cst.BaseExpression]]:
+    """``(call, prepared model)``: ``model.module.method(...)`` (or ``model.module(...)``) in a
+    training loop, not under ``torch.no_grad()``, on a prepared, wrapped model whose wrapper the
+    file never calls: every forward of it bypasses the wrapper."""
+    if "module" not in model.index.identifiers:
+        return
+    wrappers_called: set = set()
+    candidates = []
+    for call in model.index.calls:
+        func = call.func
+        inner = func.value if type(func) is cst.Attribute and func.attr.value != "module" else func
+        if type(inner) is cst.Attribute and inner.attr.value == "module":
+            candidates.append((call, inner.value))
+        elif type(func) in (cst.Name, cst.Attribute):
+            value = model.value_at(func)
+            if value is not None and value.kind == "model" and value.prepared in (YES, MAYBE):
+                wrappers_called |= value.origins()
+    for call, wrapped in candidates:
+        value = model.value_at(wrapped)
+        if value is None or value.kind != "model" or value.prepared != YES or value.not_wrapped or value.frozen:
+            continue
+        if value.origins() & wrappers_called:
+            continue  # the wrapper's own forward runs too: its reducer is armed
+        loop = model.enclosing_loop(call)
+        if loop is None or not model.loop_trains(loop) or model.under_no_grad(call):
+            continue
+        if _sole_source_of_a_backward(model, call, loop):
+            yield call, wrapped
+
+
+def _sole_source_of_a_backward(model: FileModel, call: cst.Call, loop: cst.CSTNode) -> bool:
+    """``loss = model.module.loss_fn(...) * w`` then ``accelerator.backward(loss)`` in the same
+    loop, with no other model's forward in ``loss``: the gradients that backward computes come
+    through that module (a call whose parameters get no gradient, because it runs under
+    ``no_grad`` inside, is then not the only source of a loss)."""
+    statement = model.index.parents.get(call)
+    while statement is not None and not isinstance(statement, (cst.Assign, cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        statement = model.index.parents.get(statement)
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
+            or type(statement.targets[0].target) is not cst.Name:
+        return False
+    loss = statement.targets[0].target.value
+    for other in model.calls_in(statement.value):
+        if other is call or type(other.func) not in (cst.Name, cst.Attribute):
+            continue
+        value = model.value_at(other.func)
+        if value is not None and value.kind == "model":
+            return False  # another model's forward also feeds this loss
+    return any(model.performs(c, "BACKWARD") and c.args and type(c.args[0].value) is cst.Name
+               and c.args[0].value.value == loss and model.line_of(c) > model.line_of(statement)
+               for c in model.calls_in(loop))
 
 
 def _unwrapping_rebinds(model: FileModel) -> Iterable[tuple[cst.Assign, cst.BaseExpression]]:
