@@ -473,6 +473,7 @@ class ObjectTracker:
         self._freezing_cache: dict[cst.FunctionDef, dict[str, str]] = {}
         self._module_calls: dict[tuple, cst.Call] | None = None
         self._items_known = False  # some container item was bound by its key (`item_key`)
+        self._composites: dict[str, tuple] = {}  # class name -> the constructor parameters it iterates
         self._run(previous if previous is not None and previous.key == self.key else None)
 
     def state(self) -> WalkState:
@@ -844,8 +845,9 @@ class ObjectTracker:
 
     def _comprehension_env(self, comp: cst.CompFor, env: Env) -> Env:
         """``env`` with a comprehension's targets bound to the items of the container it runs
-        over: ``dl`` in ``for dl in loaders.values()`` / ``for k, dl in loaders.items()`` / ``for
-        dl in loader_list`` holds an item of the container ``loaders`` holds."""
+        over: ``dl`` in ``for dl in loaders.values()`` / ``for k, dl in loaders.items()`` holds an
+        item of the container ``loaders`` holds. (A plain loop over a container is left alone: the
+        model does not tell a dict, whose loop gives its keys, from a list.)"""
         iterated = comp.iter
         target = comp.target
         method = None
@@ -1006,9 +1008,14 @@ class ObjectTracker:
         return self.class_iterated_parameters(cls)
 
     def class_iterated_parameters(self, cls) -> tuple[tuple[int, str], ...]:
-        if self.is_loader_class(cls) or any("Module" in b or b.endswith("Model") for b in cls.bases):
-            return ()  # (prepare wraps these)
-        return composites.iterated_parameters(cls)
+        cached = self._composites.get(cls.name)
+        if cached is None:
+            if self.is_loader_class(cls) or any("Module" in b or b.endswith("Model") for b in cls.bases):
+                cached = ()  # (prepare wraps these)
+            else:
+                cached = composites.iterated_parameters(cls)
+            self._composites[cls.name] = cached
+        return cached
 
     def _constructor_kind(self, call: cst.Call) -> str | None:
         """What a library constructor or factory builds: a loader, a scheduler, an optimizer or
