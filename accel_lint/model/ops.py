@@ -23,7 +23,7 @@ from .. import collectives as C
 from .index import FileIndex, ScopeNode
 from .names import dotted_name
 from ..collectives import NOT_OPS
-from .objects import ObjectTracker
+from .objects import ObjectTracker, _protocol_place
 from .ranks import FORK, UNIFORM, RankClass, RankEvaluator
 
 
@@ -180,9 +180,13 @@ class OpAnalysis:
             if not isinstance(expr, cst.Attribute) or expr.attr.value not in C.RANK_GATING_DECORATORS:
                 continue
             owner = self.objects.values.get(expr.value)
-            if not (owner and owner.is_acc) and "state" not in (dotted_name(expr.value) or "") and "accelerator" not in (
-                dotted_name(expr.value) or ""
-            ):
+            # an accelerator by its value, or by this very use: the gating decorators are members
+            # of the accelerator protocol (`library.toml`), which only accelerators and states have
+            key = dotted_name(expr.value)
+            qualified = self.index.imports.qualify(key) if key is not None else None
+            by_use = key is not None and (qualified is None or qualified.startswith("accelerate")) \
+                and (_protocol_place(self.index, self.index.scope_of(expr), key), key) in self.objects.protocol_uses
+            if not (owner and owner.is_acc) and not by_use:
                 continue
             which = expr.attr.value
             names = {c.name for c in self.ranks.classes}

@@ -107,6 +107,17 @@ if best > ppl:
 """,
     ]
     INVALID = [
+        # a gating decorator on an accelerator a function is handed: known by that use
+        """\
+        def train(acc, model, loader):
+            @acc.on_main_process
+            def report(metrics):
+                acc.wait_for_everyone()  # expect: AL301
+                print(metrics)
+            for batch in loader:
+                acc.backward(model(batch).sum())
+            report({"done": True})
+        """,
         """
 from accelerate import Accelerator
 accelerator = Accelerator()
