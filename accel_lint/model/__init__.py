@@ -57,6 +57,19 @@ __all__ = ["FileModel", "bound_names", "dotted_name", "last_attr", "Value", "Gua
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"})
 
 
+def _at_most_one(target: cst.ComparisonTarget) -> bool | None:
+    """What ``<count> <op> <integer>`` says of the count: True for at most one (``== 1``,
+    ``<= 1``, ``< 2``), False for more than one (``!= 1``, ``> 1``, ``>= 2``), else None."""
+    if type(target.comparator) is not cst.Integer:
+        return None
+    operator, bound = type(target.operator), int(target.comparator.value)
+    if (operator, bound) in ((cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)):
+        return True
+    if (operator, bound) in ((cst.NotEqual, 1), (cst.GreaterThan, 1), (cst.GreaterThanEqual, 2)):
+        return False
+    return None
+
+
 def _disjuncts(test: cst.BaseExpression | None) -> list[cst.BaseExpression]:
     """The parts of ``a or b or c``, in order (``[test]`` for anything else)."""
     if test is None:
@@ -983,29 +996,26 @@ class FileModel:
         then (``num_processes == 1``, ``distributed_type == DistributedType.NO``, ``not
         torch.distributed.is_initialized()``, ``torch.backends.mps.is_available()``: Accelerate
         runs one process on Apple silicon), or its ``else`` (``num_processes > 1``)."""
+        return self._in_arm_where(node, self._single_process_test) or self.without_accelerator_at(node)
+
+    def without_accelerator_at(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs only where an accelerator the code is handed is absent: in the
+        branch of ``if acc is None:`` / ``if not acc:`` (or the ``else`` of ``if acc:``)."""
+        return self._in_arm_where(node, self._without_accelerator)
+
+    def _in_arm_where(self, node: cst.CSTNode, verdict) -> bool:
+        """Whether ``node`` sits, in its own function, in the arm of an ``if`` (or conditional
+        expression) that ``verdict`` picks: ``verdict(test)`` says what the test being true means
+        (True, False, or None for nothing), and the body is that arm when it is True, the ``else``
+        when it is False."""
         child = node
         for parent in self.index.ancestors(node):
             if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
                 return False
             if type(parent) in (cst.If, cst.IfExp) and child is not parent.test:
-                verdict = self._single_process_test(parent.test)
-                if verdict is not None and verdict == (child is parent.body):
+                said = verdict(parent.test)
+                if said is not None and said == (child is parent.body):
                     return True
-                if self._without_accelerator(parent.test) == (child is parent.body):
-                    return True
-            child = parent
-        return False
-
-    def without_accelerator_at(self, node: cst.CSTNode) -> bool:
-        """Whether ``node`` runs only where an accelerator the code is handed is absent: in the
-        branch of ``if acc is None:`` / ``if not acc:`` (or the ``else`` of ``if acc:``)."""
-        child = node
-        for parent in self.index.ancestors(node):
-            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-                return False
-            if type(parent) in (cst.If, cst.IfExp) and child is not parent.test \
-                    and self._without_accelerator(parent.test) == (child is parent.body):
-                return True
             child = parent
         return False
 
@@ -1066,12 +1076,10 @@ class FileModel:
             operator, comparator = type(target.operator), target.comparator
             size = last_attr(left) if type(left) in (cst.Name, cst.Attribute) else \
                 (last_attr(left.func) if type(left) is cst.Call else None)
-            if size in ("num_processes", "world_size", "get_world_size") and type(comparator) is cst.Integer:
-                bound = int(comparator.value)
-                if (operator, bound) in ((cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)):
-                    return True
-                if (operator, bound) in ((cst.NotEqual, 1), (cst.GreaterThan, 1), (cst.GreaterThanEqual, 2)):
-                    return False
+            if size in ("num_processes", "world_size", "get_world_size"):
+                at_most_one = _at_most_one(target)
+                if at_most_one is not None:
+                    return at_most_one
             if size == "distributed_type":
                 backend = comparator.evaluated_value if type(comparator) is cst.SimpleString else last_attr(comparator)
                 if backend == "NO":
@@ -1091,15 +1099,8 @@ class FileModel:
             return None
         if (self.index.imports.qualify_expr(test.left.func) or "") != "torch.cuda.device_count":
             return None
-        target = test.comparisons[0]
-        if type(target.comparator) is not cst.Integer:
-            return None
-        operator, bound = type(target.operator), int(target.comparator.value)
-        if (operator, bound) in ((cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)):
-            return True
-        if (operator, bound) in ((cst.LessThanEqual, 1), (cst.LessThan, 2), (cst.Equal, 1)):
-            return False
-        return None
+        at_most_one = _at_most_one(test.comparisons[0])
+        return None if at_most_one is None else not at_most_one
 
     def _wrapper_test(self, test: cst.BaseExpression, name: str | None, depth: int = 0) -> bool | None:
         """What ``test`` being true says about the model being wrapped: True (wrapped), False

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import NO, YES, MAYBE, FileModel, shorten
+from ..model import NO, YES, MAYBE, FileModel, dotted_name, shorten
 from ..model import composites
 from ..model.objects import COMPOSITE, Value
 from .base import Finding, Rule
@@ -293,8 +293,8 @@ for batch in eval_dl:  # expect: AL201
                             f"{where} loop but never passed to `{acc}.prepare()`")
                 else:
                     what = f"`{name}` is iterated in {where} loop but never passed to `{acc}.prepare()`"
-                evidence = model.value_evidence(loader) or [(loader, f"made by `{name}`: a loader")]
-                yield Finding(loop.iter, _message(what, train), None if train else "warning", evidence=tuple(evidence))
+                yield Finding(loop.iter, _message(what, train), None if train else "warning",
+                              evidence=tuple(_loader_evidence(model, loader)))
 
     def _through_composite(self, model: FileModel, loop: cst.For, composite: cst.BaseExpression,
                            value) -> Iterable[Finding]:
@@ -315,7 +315,7 @@ for batch in eval_dl:  # expect: AL201
         evidence = [(origin, f"made by `{shorten(model.code(origin))}`: its class iterates the objects it is given, "
                              "and is no DataLoader `prepare` shards")]
         for arg in inner:
-            evidence += model.value_evidence(arg) or [(arg, f"made by `{shorten(model.code(arg))}`: a loader")]
+            evidence += _loader_evidence(model, arg)
         yield Finding(loop.iter, _message(what, train), None if train else "warning", evidence=tuple(evidence))
 
 
@@ -324,6 +324,11 @@ def _held(model: FileModel, arg: cst.BaseExpression) -> Value | None:
     if isinstance(arg, cst.Call):
         return Value(kind="loader", origin=arg) if model.objects.constructs_loader(arg) else None
     return model.value_at(arg)
+
+
+def _loader_evidence(model: FileModel, loader: cst.BaseExpression) -> list:
+    """Where the loader was made: its value's evidence, or the call that builds it in place."""
+    return model.value_evidence(loader) or [(loader, f"made by `{shorten(model.code(loader))}`: a loader")]
 
 
 def _message(what: str, train: bool) -> str:
@@ -386,8 +391,7 @@ def _over_data_of_this_rank(model: FileModel, origin: cst.Call) -> bool:
         return False
     fills = []
     for node in model.index.walk(model.scope_of(origin)):
-        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _FILLING_METHODS \
-                and type(node.func.value) is cst.Name and node.func.value.value == data.value:
+        if _fills(node, data.value):
             fills.append(node)
         elif type(node) is cst.AugAssign and type(node.target) is cst.Name and node.target.value == data.value:
             fills.append(node)
@@ -404,6 +408,12 @@ def _over_data_of_this_rank(model: FileModel, origin: cst.Call) -> bool:
     return True
 
 
+def _fills(node: cst.CSTNode, container: str) -> bool:
+    """``node`` is a call that puts something into ``container`` (``buffer.append(x)``)."""
+    return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _FILLING_METHODS \
+        and dotted_name(node.func.value) == container
+
+
 def _filled_with_rank_data(model: FileModel, scope, attribute: str) -> bool:
     """``self.<attribute>`` is a buffer the methods of the class fill (``.append(x)``,
     ``.extend(x)``) only with values this rank computed (a model's outputs: the rollouts of an RL
@@ -411,12 +421,8 @@ def _filled_with_rank_data(model: FileModel, scope, attribute: str) -> bool:
     cls = model.index.class_of(scope)
     if cls is None:
         return False
-    fills = []
-    for method in cls.methods.values():
-        for node in model.index.walk(method):
-            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _FILLING_METHODS \
-                    and model.code(node.func.value) == f"self.{attribute}":
-                fills.append(node)
+    fills = [node for method in cls.methods.values() for node in model.index.walk(method)
+             if _fills(node, f"self.{attribute}")]
     return bool(fills) and all(
         node.args and all(model.rank_data.varies(a.value) for a in node.args) for node in fills)
 

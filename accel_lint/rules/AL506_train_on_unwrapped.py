@@ -287,7 +287,7 @@ def _sole_source_of_a_backward(model: FileModel, call: cst.Call, loop: cst.CSTNo
     through that module (a call whose parameters get no gradient, because it runs under
     ``no_grad`` inside, is then not the only source of a loss)."""
     statement = model.index.parents.get(call)
-    while statement is not None and not isinstance(statement, (cst.Assign, cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+    while statement is not None and not isinstance(statement, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
         statement = model.index.parents.get(statement)
     if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
             or type(statement.targets[0].target) is not cst.Name:
