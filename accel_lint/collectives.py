@@ -49,11 +49,16 @@ DOWNLOADS: Final = "DOWNLOADS"
 # mixing two loaders; `prepare` returns such an object unchanged); its detail is the constructor
 # parameters it iterates, "<position>:<name>" space-separated
 ITERATES_ARGUMENTS: Final = "ITERATES_ARGUMENTS"
+# not a collective: a class of another module with methods that write a file whenever they run
+# (as WRITES_FILE, for a call `obj.method(...)` on an instance); its detail is
+# "<method>|<parameter position, not counting self, or ->|<what>|<line>" space-separated
+WRITING_METHODS: Final = "WRITING_METHODS"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
-                            WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS})
+                            WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
-MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS})
+MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
+                               WRITING_METHODS})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

@@ -358,6 +358,61 @@ def test_a_function_of_another_module_that_always_writes_is_a_write_where_every_
     assert any("always writes" in f and "line 6 of its module" in f for f in facts), facts
 
 
+PROMPTS = """\
+import os
+
+import torch
+
+
+class PromptEncoder(torch.nn.Module):
+    def save(self, save_dir):
+        path = os.path.join(save_dir, "model.pt")
+        torch.save(self.state_dict(), path)
+
+    def save_if_asked(self, save_dir, asked):
+        if asked:
+            torch.save(self.state_dict(), save_dir)
+
+    def save_own(self, name):
+        torch.save(self.state_dict(), os.path.join(self.root, name))
+
+
+class Other:
+    def save(self, save_dir):
+        return save_dir
+"""
+
+SAVES = """\
+import torch
+from accelerate import Accelerator
+from prompts import Other, PromptEncoder
+
+
+def main(args):
+    accelerator = Accelerator()
+    encoder = PromptEncoder()
+    other = Other()
+    encoder.save(args.out)
+    encoder.save_if_asked(args.out, True)
+    encoder.save_own("x.pt")
+    other.save(args.out)
+    if accelerator.is_main_process:
+        encoder.save(args.out)
+    encoder.save(f"{args.out}.{accelerator.process_index}")
+"""
+
+
+def test_a_method_of_a_class_of_another_module_that_always_writes_is_a_write_on_its_instances(tmp_path: Path):
+    # the receiver's value decides: `encoder` was made by PromptEncoder(), whose `save` writes
+    # the path it is given on every call; `other.save` of a class that does not write is no write
+    (tmp_path / "prompts.py").write_text(PROMPTS)
+    (tmp_path / "saves.py").write_text(SAVES)
+    _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"]) for d in found] == [("saves.py", 10)], found
+    facts = [e["fact"] for e in found[0]["evidence"]]
+    assert any("line 9 of its module" in f for f in facts), facts
+
+
 def test_a_writer_reached_through_a_star_import_is_a_write_and_a_local_name_is_not(tmp_path: Path):
     # `from writers import *` binds every public name of the module: a called name nothing in the
     # file binds is asked of it; a local `save_if_any` (defined here) shadows the module's

@@ -42,7 +42,7 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
-                           WRITES_FILE)
+                           WRITES_FILE, WRITING_METHODS)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -466,6 +466,8 @@ class FileModel:
             out.setdefault(name, []).append((RANK_PREDICATE, where))
         for name, detail in self.writing_functions().items():
             out.setdefault(name, []).append((WRITES_FILE, detail))
+        for name, detail in self.writing_methods().items():
+            out.setdefault(name, []).append((WRITING_METHODS, detail))
         for name, detail in self.downloading_names().items():
             out.setdefault(name, []).append((DOWNLOADS, detail))
         for name, cls in self.index.classes.items():
@@ -544,8 +546,26 @@ class FileModel:
         that parameter, or ->|<the write>|<its line>"``; the first such write of each function.
         Only from a module with no Accelerate in it: an Accelerate module's own writes are
         reported where they are."""
+        return self._unconditional_writes(self.index.module_functions, bound=False)
+
+    def writing_methods(self) -> dict[str, str]:
+        """The same for the methods of this module's top-level classes that write whenever they
+        run (``def save(self, out_dir): torch.save(..., os.path.join(out_dir, "model.pt"))``):
+        class -> ``"<method>|<position of the path among the call's arguments, or ->|<the
+        write>|<its line>"`` space-separated, one per method."""
+        found: dict[str, list[str]] = {}
+        for name, cls in self.index.classes.items():
+            if cls.node not in self.index.module.body:
+                continue
+            for method, detail in self._unconditional_writes(cls.methods, bound=True).items():
+                found.setdefault(name, []).append(f"{method}|{detail}")
+        return {name: " ".join(details) for name, details in found.items()}
+
+    def _unconditional_writes(self, functions: dict[str, cst.FunctionDef], bound: bool) -> dict[str, str]:
+        """``writing_functions`` over ``functions`` (``bound``: methods, whose first parameter
+        the call does not pass)."""
         out: dict[str, str] = {}
-        if self.is_accelerate_file:
+        if self.is_accelerate_file or not functions:
             return out
         for write in self.writes:
             call = write.call
@@ -553,12 +573,16 @@ class FileModel:
             if type(scope) is not cst.FunctionDef or write.tolerant or write.what.endswith("()"):
                 continue  # (a write that is itself another module's function: not followed twice)
             name = scope.name.value
-            if name in out or self.index.module_functions.get(name) is not scope:
+            if name in out or functions.get(name) is not scope:
                 continue
             if any(type(a) in (cst.If, cst.IfExp, cst.Try, cst.While, cst.Lambda)
                    for a in takewhile(lambda a: a is not scope, self.index.ancestors(call))):
                 continue
             params = [p.name.value for p in self.index.functions[scope].params]
+            if bound:
+                if not params or scope.decorators:
+                    continue  # (a static or class method, a property: not called as `obj.method(path)`)
+                params = params[1:]
             position = "-"
             if write.path is not None:
                 read = self._names_read(write.path)
@@ -1588,21 +1612,32 @@ class FileModel:
         out = []
         writers = {name: detail for name, facts in self.external.items()
                    for kind, detail in facts if kind == WRITES_FILE}
+        methods = {name: dict(d.split("|", 1) for d in detail.split(" ")) for name, facts in self.external.items()
+                   for kind, detail in facts if kind == WRITING_METHODS}
         for call in self.index.calls:
             w = classify_write(call, self.index.imports, self.library, self._origins_of)
             if w is None and writers:
-                w = self._imported_write(call, writers)
+                w = self._imported_write(call, writers.get(dotted_name(call.func) or ""))
+            if w is None and methods and type(call.func) is cst.Attribute:
+                w = self._imported_write(call, self._method_write(call.func, methods))
             if w is not None:
                 out.append(w)
         return out
 
-    def _imported_write(self, call: cst.Call, writers: dict[str, str]) -> Write | None:
-        """A call of another module's function that writes a file whenever it runs
-        (``WRITES_FILE``): a write here, of the argument its path parameter receives."""
-        name = dotted_name(call.func)
-        detail = writers.get(name) if name is not None else None
+    def _method_write(self, func: cst.Attribute, methods: dict[str, dict[str, str]]) -> str | None:
+        """The ``WRITING_METHODS`` detail of ``obj.method`` where every call that may have made
+        ``obj`` instantiates a class of another module whose ``method`` writes; else ``None``."""
+        origins, _ = self._origins_of(func.value)
+        details = {methods.get(self._class_made_by(o) or "", {}).get(func.attr.value) for o in origins}
+        return details.pop() if len(details) == 1 else None
+
+    def _imported_write(self, call: cst.Call, detail: str | None) -> Write | None:
+        """A call of another module's function or method that writes a file whenever it runs
+        (``WRITES_FILE``, ``WRITING_METHODS``): a write here, of the argument its path
+        parameter receives."""
         if detail is None:
             return None
+        name = dotted_name(call.func) or self.code(call.func)
         position, what, line = detail.split("|")
         path = None
         if position != "-":
