@@ -53,12 +53,16 @@ ITERATES_ARGUMENTS: Final = "ITERATES_ARGUMENTS"
 # (as WRITES_FILE, for a call `obj.method(...)` on an instance); its detail is
 # "<method>|<parameter position, not counting self, or ->|<what>|<line>" space-separated
 WRITING_METHODS: Final = "WRITING_METHODS"
+# not a collective: a function or class of another module that starts an experiment tracker's run
+# (`wandb.init`) whenever it runs, as DOWNLOADS finds downloads; its detail is "<what>|<line>"
+STARTS_TRACKER: Final = "STARTS_TRACKER"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
-                            WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS})
+                            WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
+                            STARTS_TRACKER})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
 MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
-                               WRITING_METHODS})
+                               WRITING_METHODS, STARTS_TRACKER})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

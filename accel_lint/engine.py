@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, DOWNLOADS, MADE_FACTS, RANK_PREDICATE, WRITES_FILE
+from .collectives import ACCELERATOR_FACTORY, DOWNLOADS, MADE_FACTS, RANK_PREDICATE, STARTS_TRACKER, WRITES_FILE
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -829,7 +829,7 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
                 elif why == "called":  # called with its result unused: a write (or a rank) matters
-                    ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE, DOWNLOADS)]
+                    ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE, DOWNLOADS, STARTS_TRACKER)]
                 elif why != "guarded":  # only assigned from: what it returns matters (a rank too)
                     ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RANK_PREDICATE, WRITES_FILE)
                            or op[0] in MADE_FACTS]

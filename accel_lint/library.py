@@ -56,6 +56,9 @@ class Library:
     loader_classes: frozenset[str] = frozenset()  # DataLoader subclasses beside torch's own
     # scheduler factory -> {position of a positional argument: the horizon parameter it binds}
     scheduler_horizons: dict[str, dict[int, str]] = field(default_factory=dict)
+    trackers: frozenset[str] = frozenset()  # calls that log to an experiment tracker
+    tracker_starts: frozenset[str] = frozenset()  # of those, the ones that create a run
+    tracker_writers: frozenset[str] = frozenset()  # of those, the ones whose result logs by `add_*`
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -82,6 +85,9 @@ class Library:
             identity_calls=self.identity_calls,
             loader_classes=self.loader_classes | frozenset(rows.get("extend-loader-classes", ())),
             scheduler_horizons=self.scheduler_horizons,
+            trackers=self.trackers,
+            tracker_starts=self.tracker_starts,
+            tracker_writers=self.tracker_writers,
         )
 
 
@@ -114,6 +120,9 @@ def default_library() -> Library:
         loader_classes=frozenset(data.get("loader-classes", {}).get("classes", ())),
         scheduler_horizons={name: {int(position): parameter for position, parameter in row.items()}
                             for name, row in data.get("scheduler-horizons", {}).items()},
+        trackers=frozenset(data.get("trackers", {})),
+        tracker_starts=frozenset(name for name, row in data.get("trackers", {}).items() if row.get("starts")),
+        tracker_writers=frozenset(name for name, row in data.get("trackers", {}).items() if row.get("writer")),
     )
 
 

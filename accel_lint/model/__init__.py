@@ -29,6 +29,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import replace
 from functools import cached_property
+from collections.abc import Callable
 from itertools import takewhile
 
 import libcst as cst
@@ -42,7 +43,7 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
-                           WRITES_FILE, WRITING_METHODS)
+                           WRITES_FILE, WRITING_METHODS, STARTS_TRACKER)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -470,6 +471,8 @@ class FileModel:
             out.setdefault(name, []).append((WRITING_METHODS, detail))
         for name, detail in self.downloading_names().items():
             out.setdefault(name, []).append((DOWNLOADS, detail))
+        for name, detail in self.tracker_starting_names().items():
+            out.setdefault(name, []).append((STARTS_TRACKER, detail))
         for name, cls in self.index.classes.items():
             parameters = self.objects.class_iterated_parameters(cls) if cls.node in self.index.module.body else ()
             if parameters:
@@ -496,6 +499,36 @@ class FileModel:
         name -> ``"<what>|<line>"`` of the first."""
         if not {"download", "urlretrieve"} & self.index.identifiers:
             return {}
+        return self._names_reaching(self.download_call)
+
+    def tracker_starting_names(self) -> dict[str, str]:
+        """Module-level functions and classes that start an experiment tracker's run (the library
+        table's ``trackers`` with ``starts``) whenever they are called, as ``downloading_names``
+        finds downloads: name -> ``"<the call>|<line>"``. Only from a module with no Accelerate in
+        it: an Accelerate module's own tracker calls are reported where they are."""
+        if self.is_accelerate_file:
+            return {}
+
+        def starts(call: cst.Call) -> str | None:
+            qualified = self.index.imports.qualify_expr(call.func) or ""
+            return qualified if qualified in self.library.tracker_starts else None
+        return self._names_reaching(starts)
+
+    def imported_tracker_start(self, call: cst.Call) -> str | None:
+        """``"<the call> on line <n> of its module"`` where ``call`` calls another module's
+        function or class that starts a tracker's run (``STARTS_TRACKER``)."""
+        name = dotted_name(call.func)
+        for kind, detail in self.external.get(name, ()) if name is not None else ():
+            if kind == STARTS_TRACKER:
+                what, line = detail.rsplit("|", 1)
+                return f"{what} on line {line} of its module"
+        return None
+
+    def _names_reaching(self, finds: Callable[[cst.Call], str | None]) -> dict[str, str]:
+        """Module-level functions and classes (their ``__init__``) whose every run reaches a call
+        ``finds`` names, in their body or through the functions and classes of this module they
+        call, each call under no condition of its function and no rank guard: name ->
+        ``"<what finds said>|<line>"`` of the first."""
         starts: dict[str, cst.FunctionDef] = dict(self.index.module_functions)
         for name, cls in self.index.classes.items():
             init = cls.methods.get("__init__")
@@ -508,7 +541,7 @@ class FileModel:
                 for call in self.calls_in(stack.pop()):
                     if not self._runs_whenever_its_function_does(call):
                         continue  # `if name == "cifar10": return Cifar(...)`: which one runs is the caller's
-                    what = self.download_call(call)
+                    what = finds(call)
                     if what is not None and self.rank_guard_of(call) is None:
                         found[name] = f"{what}|{self.line_of(call)}"
                         break

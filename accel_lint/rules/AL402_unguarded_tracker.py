@@ -7,18 +7,6 @@ import libcst as cst
 from ..model import FileModel
 from .base import Finding, Rule, guard_statement_fix
 
-_TRACKER_CALLS = {
-    "wandb.init", "wandb.log", "wandb.finish", "wandb.config.update", "wandb.save",
-    "mlflow.start_run", "mlflow.log_metric", "mlflow.log_metrics", "mlflow.log_param", "mlflow.log_params",
-    "mlflow.log_artifact", "mlflow.log_artifacts",
-    "comet_ml.Experiment", "neptune.init_run", "aim.Run", "clearml.Task.init", "swanlab.init",
-    "torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
-    "tensorboardX.SummaryWriter",
-}
-_WRITERS = {"torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
-            "tensorboardX.SummaryWriter"}
-
-
 class UnguardedTracker(Rule):
     """Experiment-tracker calls that every rank makes.
 
@@ -26,7 +14,9 @@ class UnguardedTracker(Rule):
     In code that runs on every rank of an Accelerate program (outside rank guards and guarded
     helpers), flags `wandb.init/log/finish/config.update`, `SummaryWriter(...)` (torch or
     tensorboardX) and its `add_*` methods, `mlflow.start_run/log_*`, `comet_ml.Experiment`,
-    `neptune.init_run`, `aim.Run`, `clearml.Task.init` and `swanlab.init`.
+    `neptune.init_run`, `aim.Run`, `clearml.Task.init` and `swanlab.init`, and calls of functions
+    and classes of other modules of the project that start such a run whenever they run (a
+    `WandbLogger` class whose `__init__` calls `wandb.init`).
     Not flagged: `accelerator.init_trackers/log/get_tracker` (main-process only by design);
     calls under `if accelerator.is_main_process:` or in `@accelerator.on_main_process`
     functions; W&B runs that log per rank on purpose (`mode="shared"`, or `group=` with the
@@ -115,7 +105,13 @@ class UnguardedTracker(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for call in model.index.calls:
-            what = _tracker_call(model, call)
+            what, made_by = _tracker_call(model, call), ()
+            if what is None:
+                # a function or class of another module that starts a run: `WandbLogger(...)`
+                start = model.imported_tracker_start(call)
+                if start is not None:
+                    what = f"{model.code(call.func)}()"
+                    made_by = ((call, f"`{what}` starts a tracker's run whenever it runs: {start}"),)
             if what is None or model.under_rank_condition(call):
                 continue
             scope = model.scope_of(call)
@@ -128,18 +124,18 @@ class UnguardedTracker(Rule):
                                 f"with `if {acc}.is_main_process:`",
                           fix=guard_statement_fix(model, call, model.accelerator_for_fix(call), "is_main_process",
                                                   "unsafe"),
-                          evidence=((call, "no rank guard around it: every rank runs it"),))
+                          evidence=(*made_by, (call, "no rank guard around it: every rank runs it")))
 
 
 def _tracker_call(model: FileModel, call: cst.Call) -> str | None:
     qualified = model.index.imports.qualify_expr(call.func) or ""
-    if qualified in _TRACKER_CALLS:
+    if qualified in model.library.trackers:
         return qualified
     func = call.func
     if isinstance(func, cst.Attribute) and func.attr.value.startswith("add_"):
         value = model.value_at(func.value)
         origin = value.origin if value is not None else None
-        if isinstance(origin, cst.Call) and (model.index.imports.qualify_expr(origin.func) or "") in _WRITERS:
+        if isinstance(origin, cst.Call) and (model.index.imports.qualify_expr(origin.func) or "") in model.library.tracker_writers:
             return f"{model.code(func.value)}.{func.attr.value}"
     return None
 
