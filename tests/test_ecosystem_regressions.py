@@ -1070,6 +1070,35 @@ CASES = {
         for batch in plain:
             acc.backward(net(batch).sum())
     """, [(28, "AL201")]),
+    # A sampler's class decides whether a loader shards itself, never its name: a class of this
+    # module that reads no rank is no distributed sampler whatever it is called (the loader is
+    # AL201), one derived from torch's DistributedSampler is (AL205 with prepare), and one of
+    # another module is unknown, so nothing is reported.
+    "a_sampler_is_judged_by_its_class_not_its_name": ("""
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, DistributedSampler
+        from samplers import BucketSampler
+
+        class DistributedLengthSampler:
+            def __init__(self, lengths):
+                self.lengths = lengths
+
+            def __iter__(self):
+                return iter(sorted(range(len(self.lengths)), key=self.lengths.__getitem__))
+
+        class ShardedSampler(DistributedSampler):
+            pass
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(make_model())
+        for batch in DataLoader(ds, sampler=DistributedLengthSampler(lengths)):
+            accelerator.backward(model(batch))
+        for batch in DataLoader(ds, sampler=BucketSampler(ds)):
+            accelerator.backward(model(batch))
+        loader = accelerator.prepare(DataLoader(ds, sampler=ShardedSampler(ds)))
+        for batch in loader:
+            accelerator.backward(model(batch))
+        """, [(17, "AL201"), (21, "AL205")]),
 }
 
 

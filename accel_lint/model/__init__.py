@@ -109,6 +109,11 @@ _BUILTINS = frozenset(dir(builtins))
 _DOWNLOAD_CALLS = frozenset({"urllib.request.urlretrieve"})
 
 
+# torch's sampler that gives each rank its own part of the data
+_DISTRIBUTED_SAMPLERS = frozenset({"torch.utils.data.DistributedSampler",
+                                   "torch.utils.data.distributed.DistributedSampler"})
+
+
 class FileModel:
     """Everything the rules may ask about one parsed file."""
 
@@ -395,23 +400,46 @@ class FileModel:
     def loader_shards_itself(self, loader_call: cst.Call) -> bool:
         """A ``DataLoader(...)`` that gives each rank its own part without ``prepare``: a
         distributed sampler, a dataset sharded by hand, or data that differs per rank."""
-        text = self.code(loader_call)
-        if "DistributedSampler" in text or "sampler=" in text and "Distributed" in text:
-            return True
         for arg in loader_call.args:
-            if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
-                value = self.value_at(arg.value)
-                if value is not None and value.origin is not None and "Distributed" in self.code(value.origin):
-                    return True
+            if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler") \
+                    and self.sampler_shards(arg.value) is not False:
+                return True  # a distributed sampler, or one whose behaviour is unknown here
         if loader_call.args:
             data = loader_call.args[0].value
             value = self.value_at(data)
-            src = self.code(value.origin) if value is not None and value.origin is not None else self.code(data)
-            if ".shard(" in src or "split_between_processes" in src:
+            made = value.origin if value is not None and value.origin is not None else data
+            if any(type(call.func) is cst.Attribute and call.func.attr.value in ("shard", "split_between_processes")
+                   for call in self.calls_in(made)):
                 return True
             if self.rank_data.varies(data):
                 return True  # built from this rank's own data (rollouts of a prepared loader's batches)
         return False
+
+    def sampler_shards(self, expr: cst.BaseExpression) -> bool | None:
+        """Whether the sampler ``expr`` holds gives each rank its own part: ``True`` for torch's
+        ``DistributedSampler`` or a class of this module derived from it or reading the rank;
+        ``False`` for torch's other samplers and a class of this module that never reads the
+        rank; ``None`` (unknown) for anything else: a class of another module, a parameter."""
+        value = self.value_at(expr)
+        origin = value.origin if value is not None and value.origin is not None else expr
+        if not isinstance(origin, cst.Call):
+            return None
+        return self._class_shards(self.index.imports.qualify_expr(origin.func) or "", dotted_name(origin.func), 0)
+
+    def _class_shards(self, qualified: str, local: str | None, depth: int) -> bool | None:
+        if qualified in _DISTRIBUTED_SAMPLERS:
+            return True
+        if qualified.startswith("torch.utils.data."):
+            return False
+        cls = self.index.classes.get(local or "")
+        if cls is None or depth > 8:
+            return None
+        if any(self.ranks.is_rank_dependent(n) for n in self.index.walk(cls.node)
+               if type(n) in (cst.Name, cst.Attribute, cst.Call)):
+            return True
+        verdicts = {self._class_shards(self.index.imports.qualify(base) or "", base, depth + 1) for base in cls.bases
+                    if base not in ("", "object")}
+        return True if True in verdicts else (None if None in verdicts else False)
 
     def exported_kinds(self) -> dict[str, str]:
         """What other modules of the tree get by calling this module's functions and classes (see

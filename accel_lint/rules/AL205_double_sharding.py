@@ -108,9 +108,8 @@ def _dataset_of(model: FileModel, loader: cst.Call) -> cst.BaseExpression | None
 def _per_rank_split(model: FileModel, loader: cst.Call) -> str | None:
     for arg in loader.args:
         if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
-            sampler = _origin(model, arg.value)
-            if "DistributedSampler" in model.code(sampler):
-                return "a DistributedSampler"
+            if model.sampler_shards(arg.value):
+                return f"the sampler `{model.code(_origin(model, arg.value))}`"
     data = _dataset_of(model, loader)
     if data is None:
         return None

@@ -133,8 +133,7 @@ class RankDivergentData(Rule):
             if seed is None and _is_shuffle(call):
                 continue
             if seed is not None:
-                if not any(model.ranks.is_rank_dependent(n) for n in model.index.loads_in(seed)) \
-                        and "process_index" not in model.code(seed):
+                if not model.reads_rank(seed):
                     continue  # a fixed seed or generator
                 why = f"its `{keyword}=` is computed from the rank"
             else:
