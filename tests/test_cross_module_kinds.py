@@ -380,12 +380,17 @@ class PromptEncoder(torch.nn.Module):
 class Other:
     def save(self, save_dir):
         return save_dir
+
+
+class Head(torch.nn.Module):
+    def save(self, save_dir):
+        torch.save(self.state_dict(), save_dir)
 """
 
 SAVES = """\
 import torch
 from accelerate import Accelerator
-from prompts import Other, PromptEncoder
+from prompts import Head, Other, PromptEncoder
 
 
 def main(args):
@@ -399,6 +404,8 @@ def main(args):
     if accelerator.is_main_process:
         encoder.save(args.out)
     encoder.save(f"{args.out}.{accelerator.process_index}")
+    moved = Head().to("cpu")
+    moved.save(args.out)
 """
 
 
@@ -408,7 +415,8 @@ def test_a_method_of_a_class_of_another_module_that_always_writes_is_a_write_on_
     (tmp_path / "prompts.py").write_text(PROMPTS)
     (tmp_path / "saves.py").write_text(SAVES)
     _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
-    assert [(d["path"], d["line"]) for d in found] == [("saves.py", 10)], found
+    # (also through methods that return the module itself: `Head().to("cpu")`)
+    assert [(d["path"], d["line"]) for d in found] == [("saves.py", 10), ("saves.py", 18)], found
     facts = [e["fact"] for e in found[0]["evidence"]]
     assert any("line 9 of its module" in f for f in facts), facts
 

@@ -45,7 +45,7 @@ from .names import bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
-                      NO, YES, ObjectTracker, Value, arguments_by_parameter)
+                      NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .ranks import RankEvaluator
 from ..reparse import Layout
@@ -742,8 +742,25 @@ class FileModel:
         known = [k for k in known if k is not None]
         return bool(known) and all(method in k for k in known)
 
+    def _through_self_returning(self, call: cst.Call) -> cst.BaseExpression:
+        """The outermost call of a chain of methods that return the object itself on ``call``'s
+        result (``KGPrompt(...).to(device).train()``), or ``call``."""
+        parents = self.index.parents
+        node: cst.BaseExpression = call
+        while True:
+            attribute = parents.get(node)
+            outer = parents.get(attribute) if type(attribute) is cst.Attribute else None
+            if not (isinstance(outer, cst.Call) and outer.func is attribute and attribute.attr.value in SELF_RETURNING):
+                return node
+            node = outer
+
     @staticmethod
     def _class_made_by(origin: cst.CSTNode) -> str | None:
+        """The class a constructor call instantiates, through the module methods that return the
+        object itself (``KGPrompt(...).to(device)``) and ``from_pretrained``."""
+        while isinstance(origin, cst.Call) and type(origin.func) is cst.Attribute \
+                and origin.func.attr.value in SELF_RETURNING and isinstance(origin.func.value, cst.Call):
+            origin = origin.func.value
         if not isinstance(origin, cst.Call):
             return None
         name = dotted_name(origin.func)
@@ -867,7 +884,7 @@ class FileModel:
         # factory matters wherever it is called; so does what an argument of an assigned call
         # makes (`loader = DataLoader(Clips(...))`: a dataset class that keeps one rank's rows)
         assigned = {dotted_name(call.func) for call in self.index.calls
-                    if isinstance(self.index.parents.get(call), (cst.Assign, cst.AnnAssign))
+                    if isinstance(self.index.parents.get(self._through_self_returning(call)), (cst.Assign, cst.AnnAssign))
                     or self._argument_of_assigned_call(call)}
         if not analysed:
             # not known to be an Accelerate program until another module says so (an

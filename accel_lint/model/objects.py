@@ -59,7 +59,7 @@ MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "n
                                  "named_children", "register_forward_hook", "register_forward_pre_hook",
                                  "register_full_backward_hook", "requires_grad_"})
 # methods of an nn.Module (and of a tensor) that return the object itself
-_SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "bfloat16", "double",
+SELF_RETURNING = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "bfloat16", "double",
                              "to_bettertransformer",  # optimum: the same model, converted in place
                              "requires_grad_", "to_empty"})
 
@@ -942,7 +942,7 @@ class ObjectTracker:
                 if method == "state":
                     return Value(is_acc=True, origin=call)
                 return None
-            if method in _SELF_RETURNING and owner is not None and owner.kind == "model" and not owner.is_acc:
+            if method in SELF_RETURNING and owner is not None and owner.kind == "model" and not owner.is_acc:
                 return owner  # `Net().to(device)`, `model.train()`: the module itself
             if method in ("to", "cuda", "cpu") and owner is not None and owner.kind is None and not owner.is_acc \
                     and isinstance(owner.origin, cst.Call):
