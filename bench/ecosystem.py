@@ -215,6 +215,12 @@ GIT_CORPORA = {
     "rdt": ("thu-ml/RoboticsDiffusionTransformer", "deb71d82278780d83253a28d9b904085559be400", None),
     "umi": ("real-stanford/universal_manipulation_interface", "d095ba9590df789df5189eea5ee7e431689038a6", None),
     "openke": ("LuYF-Lemon-love/pybind11-OpenKE", "0776cc0b1afe01c386375192b51651cb2d3c8a88", None),
+    # batch 18 (2026-11-28, ninth session): first contact recorded at 881b751, the session's start
+    "aixue-rlhf": ("xuwangzi/AIXueRLHF", "9b8df96cc1183891693aa9e0d9aa6802ac3e7eb0", None),
+    "diff-from-scratch": ("MiniXC/diff_from_scratch", "996772858a8e9c6f760ca774b96b5dbd39606f02", None),
+    "fullstack-dl": ("seilk/fullstack-deeplearning", "c38d973cad683e252f8d9454c3c61b7104e86267", None),
+    "sampling-mixed-gaussian": ("KevinRojas1499/Sampling-Mixed-Gaussian", "f1641668d96688b87b231fd784d2e3133b74f4ff", None),
+    "dpo-lora-hnet": ("linfeng-du/direct-preference-optimization", "e5bcb5972d6691350055b7a904bc8319a0e252e8", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
