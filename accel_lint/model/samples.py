@@ -23,7 +23,7 @@ from .objects import NO
 # methods that keep every row (element-wise, type or device changes)
 _ROW_PRESERVING = frozenset({
     "float", "half", "double", "long", "int", "bool", "detach", "cpu", "cuda", "to", "contiguous", "clone",
-    "abs", "sigmoid", "exp", "log", "round", "neg", "sqrt", "clamp", "float16", "type",
+    "abs", "sigmoid", "exp", "log", "round", "neg", "sqrt", "clamp", "float16", "type", "tolist", "numpy",
 })
 # methods that keep the rows when they act on a dimension other than the first
 _DIM_PRESERVING = frozenset({"argmax", "argmin", "softmax", "log_softmax", "squeeze", "max", "min"})

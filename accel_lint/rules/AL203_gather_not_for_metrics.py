@@ -19,9 +19,10 @@ class GatherNotForMetrics(Rule):
     Flags `accelerator.gather(x)` (or `accelerate.utils.gather(x)`) inside a loop over a
     prepared evaluation loader when the gathered value goes into metric accumulation:
     `metric.add_batch(...)`, `.update(...)`, `.append(...)`, `.extend(...)`,
-    `torch.cat`/`np.concatenate`, or `+=`. An evaluation loop iterates a prepared loader
-    under `model.eval()`, `torch.no_grad()`/`inference_mode()`, or a loader named
-    `eval`/`val`/`test`/`dev`.
+    `torch.cat`/`np.concatenate`, or `+=`; and `accelerator.gather_object(x)` there when `x` has
+    one entry per sample of the batch. An evaluation loop iterates a prepared loader under
+    `torch.no_grad()`/`inference_mode()`, or runs no backward and puts its prepared model in
+    `eval()` mode or its forward under `no_grad`.
     Also flags a gather after such a loop (`accelerator.gather`, `accelerate.utils.gather` or
     `gather_object`, `torch.distributed.all_gather_object` or `all_gather`) of a list the loop
     filled sample by sample (`results.extend(...)`, or `.append`/`+=` of a value with the
@@ -70,6 +71,20 @@ class GatherNotForMetrics(Rule):
     summary = "gather() in an evaluation loop keeps the duplicated padding samples; use gather_for_metrics()"
 
     VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(make_model(), DataLoader(test_set, batch_size=8))
+        model.eval()
+        labels = []
+        for batch in loader:
+            with torch.no_grad():
+                logits = model(batch["x"])
+            labels.extend(accelerator.gather_for_metrics(logits.argmax(-1).tolist(), use_gather_object=True))
+            counts = accelerator.gather_object([len(batch["x"])])
+        """,
         """\
         from accelerate import Accelerator
         import torch
@@ -182,12 +197,27 @@ class GatherNotForMetrics(Rule):
         dist.all_gather_object(everyone, answers)  # expect: AL203
         score(everyone)
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(make_model(), DataLoader(test_set, batch_size=8))
+        model.eval()
+        labels = []
+        for batch in loader:
+            with torch.no_grad():
+                logits = model(batch["x"])
+            labels.extend(accelerator.gather_object(logits.argmax(-1).tolist()))  # expect: AL203
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         if "even_batches" in model.index.identifiers and _even_batches_off(model):
             return
         for call in model.index.calls:
+            if _is_gather_object(model, call):
+                yield from _gathered_objects_in_the_loop(model, call)
             if not _is_gather(model, call):
                 if call.args and "gather" in model.code(call.func):
                     yield from _gathered_after_the_loop(model, call)
@@ -283,6 +313,33 @@ def _fills_per_sample(model: FileModel, name: str, loop: cst.For) -> bool:
                 and isinstance(node.operator, cst.AddAssign) and per_sample(model, node.value, loop):
             return True
     return False
+
+
+def _gathered_objects_in_the_loop(model: FileModel, call: cst.Call) -> Iterable[Finding]:
+    """``accelerator.gather_object(x)`` in an evaluation loop over a prepared loader, where ``x``
+    has one entry per sample of the batch and the result goes into metric accumulation."""
+    loop = _enclosing_eval_loop(model, call)
+    if loop is None or not call.args or _truncates_by_hand(model, loop) or _drops_last(model, loop):
+        return
+    if not (per_sample(model, call.args[0].value, loop) and _feeds_accumulation(model, call, loop)):
+        return
+    receiver = model.code(call.func.value) if isinstance(call.func, cst.Attribute) else "accelerator"
+    yield Finding(
+        call,
+        f"`{model.code(call.func)}()` in an evaluation loop keeps the samples the prepared loader duplicated to even "
+        f"out the last batch, so the metric counts some samples twice; use "
+        f"`{receiver}.gather_for_metrics(..., use_gather_object=True)`",
+        evidence=((call.args[0].value, "one entry per sample of the batch"),
+                  *model.value_evidence(_loop_iterable(loop))),
+    )
+
+
+def _is_gather_object(model: FileModel, call: cst.Call) -> bool:
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "gather_object" and model.is_accelerator(func.value):
+        return True
+    qualified = model.index.imports.qualify_expr(func) or ""
+    return qualified in ("accelerate.utils.gather_object", "accelerate.utils.operations.gather_object")
 
 
 def _is_gather(model: FileModel, call: cst.Call) -> bool:
