@@ -319,7 +319,17 @@ class FileModel:
                         found.add(name)
             return found
 
-        return names_in(scope) or (names_in(self.module) if scope is not self.module else set())
+        found = names_in(scope)
+        cls = self.index.class_of(scope) if not found and type(scope) is cst.FunctionDef else None
+        first = scope.params.params[0].name.value if cls is not None and scope.params.params else None
+        if first is not None and not any(dotted_name(d.decorator) in ("staticmethod", "classmethod")
+                                         for d in scope.decorators):
+            # a method of a class whose other methods keep the accelerator on the instance
+            # (`self.accelerator`): it reads the same one through its own first parameter
+            found = {name for method in cls.methods.values() for name in names_in(method)
+                     if name.startswith(f"{first}.") and method.params.params
+                     and method.params.params[0].name.value == first}
+        return found or (names_in(self.module) if scope is not self.module else set())
 
     def accelerator_for_fix(self, node: cst.CSTNode) -> str | None:
         """The accelerator a fix at ``node`` may name: the only one visible in its scope, and bound

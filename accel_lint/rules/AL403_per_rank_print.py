@@ -112,6 +112,32 @@ class PerRankPrint(Rule):
         for batch in tqdm(dl):  # expect: AL403
             print(model(**batch).loss.item())  # expect: AL403
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from tqdm import tqdm
+
+
+        class Trainer:
+            def __init__(self, model, loader):
+                self.accelerator = Accelerator()
+                self.model, self.loader = self.accelerator.prepare(model, loader)
+
+            def fit(self):
+                for batch in self.loader:
+                    self.accelerator.backward(self.model(batch).sum())
+                self.evaluate(self.loader)
+
+            @torch.no_grad()
+            def evaluate(self, loader):
+                for batch in tqdm(loader):  # expect: AL403
+                    self.model(batch)
+
+            @staticmethod
+            def report(rows):
+                for row in tqdm(rows):
+                    pass
+        """,
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
