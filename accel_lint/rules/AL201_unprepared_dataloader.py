@@ -31,7 +31,9 @@ class UnpreparedDataloader(Rule):
     the whole dataset and the gradient all-reduce averages identical batches: N GPUs do
     one GPU's work. In evaluation every rank evaluates everything, so
     `gather_for_metrics` counts each sample N times. Nothing fails.
-    Not flagged: loaders with a `DistributedSampler`, loaders over data already sharded
+    Not flagged: loaders with a `DistributedSampler` (torch's, or a class of the file derived
+    from it or reading the rank) or a sampler of unknown behaviour (a class of another
+    module), loaders over data already sharded
     per rank (`split_between_processes`, `.shard(...)`), loaders over a buffer the function
     fills only inside loops over a prepared loader (an RL trainer's rollouts of this rank's
     prompts), loaders prepared in a same-file helper, loaders from other files (unknown).
