@@ -546,6 +546,9 @@ class FileModel:
         it: an Accelerate module's own tracker calls are reported where they are."""
         if self.is_accelerate_file:
             return {}
+        spelled = {part for name in self.library.tracker_starts for part in (name.split(".")[0], name.rsplit(".", 1)[-1])}
+        if not spelled & self.index.identifiers:
+            return {}  # no tracker named in the module: nothing to follow
 
         def starts(call: cst.Call) -> str | None:
             qualified = self.index.imports.qualify_expr(call.func) or ""
