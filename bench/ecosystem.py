@@ -221,6 +221,14 @@ GIT_CORPORA = {
     "fullstack-dl": ("seilk/fullstack-deeplearning", "c38d973cad683e252f8d9454c3c61b7104e86267", None),
     "sampling-mixed-gaussian": ("KevinRojas1499/Sampling-Mixed-Gaussian", "f1641668d96688b87b231fd784d2e3133b74f4ff", None),
     "dpo-lora-hnet": ("linfeng-du/direct-preference-optimization", "e5bcb5972d6691350055b7a904bc8319a0e252e8", None),
+    "flow-grpo": ("yifan123/flow_grpo", "ac4c86e8cae021841f1fde853d340e0db67690dd", None),
+    "ttts": ("adelacvg/ttts", "53de057d6b2d57416fa8f263111af046609196f7", None),
+    "ivideogpt": ("thuml/iVideoGPT", "2ae0381ec0b61f17f3fa56a47ae6739c7ef35915", None),
+    "maskbit": ("markweberdev/maskbit", "5ea3d733c62625eaf86dab8364bdb7e6e71def99", None),
+    "amplify": ("chandar-lab/AMPLIFY", "2fd2c089c8956a85293048fe34bc00fb29b838ff", None),
+    "llm-rlhf-tuning": ("Joyce94/LLM-RLHF-Tuning", "d17944bc84325bf7a685ea798609babf9c03b008", None),
+    "otter": ("Luodian/Otter", "1e7eb9a6fb12ef410082e796c463b99495637b85", None),
+    "eval-medical-dapt": ("taekb/eval-medical-dapt", "908bb862b2e377fb91ccd888267cb7506352d36f", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
