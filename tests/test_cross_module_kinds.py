@@ -423,6 +423,7 @@ def test_a_method_of_a_class_of_another_module_that_always_writes_is_a_write_on_
 
 TRACKING = """\
 import wandb
+from accelerate.tracking import on_main_process
 
 
 class RunLogger:
@@ -438,11 +439,17 @@ def start_run(project):
 def maybe_start(project, on):
     if on:
         wandb.init(project=project)
+
+
+class MainOnlyLogger:
+    @on_main_process
+    def __init__(self, project):
+        wandb.init(project=project)
 """
 
 TRACKED = """\
 from accelerate import Accelerator
-from tracking import RunLogger, maybe_start, start_run
+from tracking import MainOnlyLogger, RunLogger, maybe_start, start_run
 
 accelerator = Accelerator()
 logger = RunLogger("p")
@@ -450,18 +457,20 @@ start_run("p")
 maybe_start("p", True)
 if accelerator.is_main_process:
     start_run("p")
+main_only = MainOnlyLogger("p")
 """
 
 
 def test_a_function_or_class_of_another_module_that_always_starts_a_run_is_a_tracker_call(tmp_path: Path):
     # a class whose __init__ and a function whose body call wandb.init unconditionally start a
-    # run on every rank that calls them; one that starts it only under its own condition does not
+    # run on every rank that calls them; one that starts it only under its own condition, or in an
+    # __init__ a decorator gates (accelerate's `on_main_process`), does not
     (tmp_path / "tracking.py").write_text(TRACKING)
     (tmp_path / "train.py").write_text(TRACKED)
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert [(d["line"], d["code"]) for d in found] == [(5, "AL402"), (6, "AL402")], found
     facts = [e["fact"] for e in found[0]["evidence"]]
-    assert any("wandb.init on line 7 of its module" in f for f in facts), facts
+    assert any("wandb.init on line 8 of its module" in f for f in facts), facts
 
 
 def test_a_writer_reached_through_a_star_import_is_a_write_and_a_local_name_is_not(tmp_path: Path):

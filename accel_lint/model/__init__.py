@@ -579,7 +579,10 @@ class FileModel:
         for name, start in starts.items():
             seen, stack = {start}, [start]
             while stack and name not in found:
-                for call in self.calls_in(stack.pop()):
+                function = stack.pop()
+                if not self._runs_as_called(function):
+                    continue  # `@on_main_process def __init__(...)`: which ranks run it is the decorator's
+                for call in self.calls_in(function):
                     if not self._runs_whenever_its_function_does(call):
                         continue  # `if name == "cifar10": return Cifar(...)`: which one runs is the caller's
                     what = finds(call)
@@ -591,6 +594,18 @@ class FileModel:
                         seen.add(callee)
                         stack.append(callee)
         return found
+
+    def _runs_as_called(self, function: cst.FunctionDef) -> bool:
+        """Calling ``function`` runs its body: it has no decorator other than ``staticmethod``,
+        ``classmethod`` or one of ``functools``/``torch`` (a decorator of unknown behaviour, such
+        as accelerate's ``on_main_process``, may run it on some ranks only, or not at all)."""
+        for decorator in function.decorators:
+            expr = decorator.decorator.func if type(decorator.decorator) is cst.Call else decorator.decorator
+            name = dotted_name(expr) or ""
+            qualified = self.index.imports.qualify(name) or name
+            if name not in ("staticmethod", "classmethod") and not qualified.startswith(("functools.", "torch.")):
+                return False
+        return True
 
     def _runs_whenever_its_function_does(self, node: cst.CSTNode) -> bool:
         """``node`` is under no ``if``, conditional expression, loop, ``try`` or ``with`` of its function."""
