@@ -310,14 +310,10 @@ class FileModel:
         """The names (``accelerator``, ``self.acc``) of the accelerators read in ``scope``, or,
         when it reads none, those of module level: what a fix may write. More than one means
         the fix would have to guess."""
-        def names_in(wanted: ScopeNode) -> set[str]:
-            found = set()
-            for node, v in self.objects.values.items():
-                if v.is_acc and self.index.scope_of(node) is wanted:
-                    name = dotted_name(node)
-                    if name and not name.endswith(".state"):
-                        found.add(name)
-            return found
+        by_scope = self._accelerator_names_by_scope
+
+        def names_in(wanted: ScopeNode) -> frozenset[str]:
+            return by_scope.get(wanted, frozenset())
 
         found = names_in(scope)
         cls = self.index.class_of(scope) if not found and type(scope) is cst.FunctionDef else None
@@ -330,6 +326,18 @@ class FileModel:
                      if name.startswith(f"{first}.") and method.params.params
                      and method.params.params[0].name.value == first}
         return found or (names_in(self.module) if scope is not self.module else set())
+
+    @cached_property
+    def _accelerator_names_by_scope(self) -> dict[ScopeNode, frozenset[str]]:
+        """Scope -> the names of the accelerators read there (not ``.state``), built once: the
+        rules ask ``accelerators_visible_in`` for every print and every method of a class."""
+        found: dict[ScopeNode, set[str]] = {}
+        for node, v in self.objects.values.items():
+            if v.is_acc:
+                name = dotted_name(node)
+                if name and not name.endswith(".state"):
+                    found.setdefault(self.index.scope_of(node), set()).add(name)
+        return {scope: frozenset(names) for scope, names in found.items()}
 
     def accelerator_for_fix(self, node: cst.CSTNode) -> str | None:
         """The accelerator a fix at ``node`` may name: the only one visible in its scope, and bound
@@ -558,12 +566,8 @@ class FileModel:
     def imported_tracker_start(self, call: cst.Call) -> str | None:
         """``"<the call> on line <n> of its module"`` where ``call`` calls another module's
         function or class that starts a tracker's run (``STARTS_TRACKER``)."""
-        name = dotted_name(call.func)
-        for kind, detail in self.external.get(name, ()) if name is not None else ():
-            if kind == STARTS_TRACKER:
-                what, line = detail.rsplit("|", 1)
-                return f"{what} on line {line} of its module"
-        return None
+        found = self._imported_fact(call, STARTS_TRACKER)
+        return f"{found[0]} on line {found[1]} of its module" if found is not None else None
 
     def _names_reaching(self, finds: Callable[[cst.Call], str | None]) -> dict[str, str]:
         """Module-level functions and classes (their ``__init__``) whose every run reaches a call
@@ -619,9 +623,14 @@ class FileModel:
     def imported_download(self, call: cst.Call) -> tuple[str, int] | None:
         """(what, line in its module) where ``call`` calls another module's function or class that
         downloads (``DOWNLOADS``)."""
+        return self._imported_fact(call, DOWNLOADS)
+
+    def _imported_fact(self, call: cst.Call, wanted: str) -> tuple[str, int] | None:
+        """(what, line in its module) of the ``"<what>|<line>"`` fact ``wanted`` that another
+        module's summary gives the function or class ``call`` calls."""
         name = dotted_name(call.func)
         for kind, detail in self.external.get(name, ()) if name is not None else ():
-            if kind == DOWNLOADS:
+            if kind == wanted:
                 what, line = detail.rsplit("|", 1)
                 return what, int(line)
         return None

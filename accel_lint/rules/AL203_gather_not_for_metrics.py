@@ -335,19 +335,20 @@ def _gathered_objects_in_the_loop(model: FileModel, call: cst.Call) -> Iterable[
 
 
 def _is_gather_object(model: FileModel, call: cst.Call) -> bool:
-    func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "gather_object" and model.is_accelerator(func.value):
-        return True
-    qualified = model.index.imports.qualify_expr(func) or ""
-    return qualified in ("accelerate.utils.gather_object", "accelerate.utils.operations.gather_object")
+    return _calls_accelerate(model, call, "gather_object")
 
 
 def _is_gather(model: FileModel, call: cst.Call) -> bool:
+    return _calls_accelerate(model, call, "gather")
+
+
+def _calls_accelerate(model: FileModel, call: cst.Call, operation: str) -> bool:
+    """``call`` is an accelerator's ``<operation>(...)`` or ``accelerate.utils.<operation>(...)``."""
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "gather" and model.is_accelerator(func.value):
+    if isinstance(func, cst.Attribute) and func.attr.value == operation and model.is_accelerator(func.value):
         return True
     qualified = model.index.imports.qualify_expr(func) or ""
-    return qualified in ("accelerate.utils.gather", "accelerate.utils.operations.gather")
+    return qualified in (f"accelerate.utils.{operation}", f"accelerate.utils.operations.{operation}")
 
 
 def _loop_iterable(loop: cst.For) -> cst.BaseExpression:
