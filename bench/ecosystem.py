@@ -229,6 +229,19 @@ GIT_CORPORA = {
     "llm-rlhf-tuning": ("Joyce94/LLM-RLHF-Tuning", "d17944bc84325bf7a685ea798609babf9c03b008", None),
     "otter": ("Luodian/Otter", "1e7eb9a6fb12ef410082e796c463b99495637b85", None),
     "eval-medical-dapt": ("taekb/eval-medical-dapt", "908bb862b2e377fb91ccd888267cb7506352d36f", None),
+    # batch 19 (2026-11-28, tenth session): first contact recorded at c87c63b, the session's start
+    "music-source-separation": ("ZFTurbo/Music-Source-Separation-Training", "9ba8a12d89c54193376e1a872a3f1f60249c5d1a", None),
+    "scmamba": ("23AIBox/scMamba", "4414f3ccf0ee633150049c84166b03548483441e", None),
+    "grounding-dino-finetuning": ("Asad-Ismail/Grounding-Dino-FineTuning", "ee4ea8ac5fa74a2f8c5e3253ee856f98be442913", None),
+    "u-dit": ("YuchuanTian/U-DiT", "c9c81e4e232220cb6372e92d710772aaf1ca4e14", None),
+    "vits-accelerate": ("quanghuyn94/vits-accelerate", "342e2e6d24b587259a7f0b57f8a804e24ac9b21e", None),
+    "rusiglip": ("Technolog796/RuSigLIP", "727612ae44b9b112547a742b79b1e168e5ef6bf6", None),
+    "llm4rec": ("yaochenzhu/LLM4Rec", "cd3ad4e786c29106e6828030ca640cb8336bfff8", None),
+    "sdora": ("ZhuochengHe/SDoRA", "07e02249ce7c083ef46fdb80dee6bde4b283ae08", None),
+    "piano-transcription": ("qiuqiangkong/piano_transcription", "d6f01ac8fdf75901c6b89600fbd1ce187e80c18e", None),
+    "chestxray-text-embedding": ("Yushin-L/ChestXrayWithTextEmbedding", "c445c6cdfcdb86886009bf77147d90c07677607c", None),
+    "digirl": ("DigiRL-agent/digirl", "53320f6f45a3fb144e431d679c5254cb89ed0a93", None),
+    "genpercept": ("aim-uofa/GenPercept", "afc1578b05dd221bc012e5950dca802dcb248503", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)

@@ -1099,6 +1099,57 @@ CASES = {
         for batch in loader:
             accelerator.backward(model(batch))
         """, [(17, "AL201"), (21, "AL205")]),
+    # A test of a value the model knows nothing about against the first process's index (a
+    # rank unpacked from a helper of a package the linter cannot read, and the same attribute
+    # read through a parameter the entry point fills) may be the program's own rank guard:
+    # whether every rank runs the write and the print under it is unknown, so nothing is
+    # reported. The same test on a loop counter is decided, and its write is reported.
+    "a_test_of_an_opaque_value_against_zero_is_undecided": ("""
+        import os
+        from accelerate import Accelerator
+        from launchutils import read_world
+
+        def one_epoch(opts, accelerator, model):
+            if opts.rank == 0:
+                os.makedirs(opts.out)
+                print("saved")
+
+        def main():
+            opts = make_parser().parse_args()
+            opts.local_rank, opts.rank, opts.world = read_world()
+            accelerator = Accelerator()
+            model = accelerator.prepare(make_model())
+            for epoch in range(3):
+                if opts.rank == 0:
+                    os.makedirs(opts.out)
+                one_epoch(opts=opts, accelerator=accelerator, model=model)
+                if epoch == 0:
+                    os.makedirs(opts.out)
+        main()
+        """, [(20, "AL401")]),
+    # A value set before a `break` reaches the code after the loop: the rank a helper of this file
+    # finds by trying environment variables in turn is a rank, and the write it guards runs on
+    # one process.
+    "a_value_bound_before_break_reaches_past_the_loop": ("""
+        import os
+        from accelerate import Accelerator
+
+        def global_rank():
+            found = 0
+            for var in ("RANK", "SLURM_PROCID"):
+                if var in os.environ:
+                    found = int(os.environ[var])
+                    break
+            return found
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(make_model())
+        rank = global_rank()
+        if rank == 0:
+            os.makedirs(out)
+        if rank > 0:
+            accelerator.wait_for_everyone()
+        """, [(18, "AL301")]),
 }
 
 

@@ -47,6 +47,7 @@ from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
+from .undecided import undecided_rank_test
 from .ranks import RankEvaluator
 from ..reparse import Layout
 from .writes import Write, classify_write
@@ -1137,6 +1138,22 @@ class FileModel:
         runs one process on Apple silicon), or its ``else`` (``num_processes > 1``)."""
         return self._in_arm_where(node, self._single_process_test) or self.without_accelerator_at(node)
 
+    def rank_undecided_at(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` sits, in its own function, in an arm of an ``if`` (or conditional
+        expression) whose test compares a value the model knows nothing about with the first
+        process's index (``if args.rank == 0:`` with ``args.rank`` from a package the linter
+        cannot read): it may be the program's own rank guard, so whether every rank runs
+        ``node`` is unknown (see :mod:`.undecided`)."""
+        child = node
+        for parent in self.index.ancestors(node):
+            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                return False
+            if type(parent) in (cst.If, cst.IfExp) and child is not parent.test \
+                    and undecided_rank_test(self, parent.test):
+                return True
+            child = parent
+        return False
+
     def without_accelerator_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs only where an accelerator the code is handed is absent: in the
         branch of ``if acc is None:`` / ``if not acc:`` (or the ``else`` of ``if acc:``)."""
@@ -1624,7 +1641,7 @@ class FileModel:
         if sites:
             uses_one = scope in self._scopes_using_an_accelerator
             return any(
-                self.rank_guard_of(site) is None and (
+                self.rank_guard_of(site) is None and not self.rank_undecided_at(site) and (
                     self.runs_on_every_rank(caller := self.index.scope_of(site), _seen | {scope})
                     # `def main(argv): train(cfg)` handed to `app.run(main)`: every process runs
                     # the entry point, so a function that uses an accelerator runs where it calls it

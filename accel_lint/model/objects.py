@@ -473,6 +473,8 @@ class ObjectTracker:
         self._freezing_cache: dict[cst.FunctionDef, dict[str, str]] = {}
         self._module_calls: dict[tuple, cst.Call] | None = None
         self._items_known = False  # some container item was bound by its key (`item_key`)
+        # for each loop being walked: the states at its `break`s and at its `continue`s
+        self._loop_exits: list[tuple[list[Env], list[Env]]] = []
         self._composites: dict[str, tuple] = {}  # class name -> the constructor parameters it iterates
         self._run(previous if previous is not None and previous.key == self.key else None)
 
@@ -1466,12 +1468,25 @@ class ObjectTracker:
             entry = dict(env)
             if isinstance(stmt, cst.For):
                 self._bind(stmt.target, self._iter_value(stmt.iter, env), entry)
-            first = self._block(stmt.body.body, dict(entry))
-            second_entry = _merge_envs(entry, first) or entry
-            second = self._block(stmt.body.body, dict(second_entry))
+            # the states at `break` join the state after the loop (past its `else`), those at
+            # `continue` the next iteration's start
+            exits: tuple[list[Env], list[Env]] = ([], [])
+            self._loop_exits.append(exits)
+            try:
+                first = self._block(stmt.body.body, dict(entry))
+                second_entry = entry
+                for state in (first, *exits[1]):
+                    second_entry = _merge_envs(second_entry, state) or second_entry
+                second = self._block(stmt.body.body, dict(second_entry))
+                for state in exits[1]:
+                    second = _merge_envs(second, state)
+            finally:
+                self._loop_exits.pop()
             out = _merge_envs(env, second) or env
             if stmt.orelse is not None:
                 out = self._block(stmt.orelse.body.body, out) or out
+            for state in exits[0]:
+                out = _merge_envs(out, state) or out
             frozen = _freezes_every_parameter(stmt)
             if frozen is not None and frozen in out and out[frozen] is not None:
                 out[frozen] = replace(out[frozen], frozen=True)
@@ -1537,7 +1552,11 @@ class ObjectTracker:
                 walk.has_return = True
                 walk.return_exprs.append(small.value)
             return None
-        elif isinstance(small, (cst.Raise, cst.Break, cst.Continue)):
+        elif isinstance(small, (cst.Break, cst.Continue)):
+            if self._loop_exits:
+                self._loop_exits[-1][0 if type(small) is cst.Break else 1].append(dict(env))
+            return None
+        elif isinstance(small, cst.Raise):
             return None
         elif isinstance(small, cst.Del):
             key = dotted_name(small.target)

@@ -34,7 +34,7 @@ FORK = _Sym("FORK")  # rank-dependent, unresolvable on this class
 OTHER = _Sym("OTHER")  # a rank index that matches no literal in the file
 
 RANK_ENV_GLOBAL = frozenset({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK"})
-RANK_ENV_LOCAL = frozenset({"LOCAL_RANK", "SLURM_LOCALID"})
+RANK_ENV_LOCAL = frozenset({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
 
 
 @dataclass(frozen=True)
@@ -341,6 +341,8 @@ class RankEvaluator:
                 idx = expr.slice[0].slice.value
                 if isinstance(idx, cst.SimpleString):
                     var = idx.evaluated_value
+                elif type(idx) is cst.Name:
+                    var = self._iterated_variable(idx)
         elif isinstance(expr, cst.Call) and expr.args and isinstance(expr.args[0].value, cst.SimpleString):
             name = dotted_name(expr.func)
             if name in ("os.environ.get", "os.getenv", "environ.get", "getenv"):
@@ -350,6 +352,25 @@ class RankEvaluator:
         if var in RANK_ENV_GLOBAL:
             return cls.pi if cls.pi is OTHER else str(cls.pi)
         return UNIFORM
+
+    def _iterated_variable(self, name: cst.Name) -> str | None:
+        """For ``os.environ[v]`` inside ``for v in ("RANK", "SLURM_PROCID"):``: the kind of
+        variable every string of the loop names (``"RANK"`` for global ranks, ``"LOCAL_RANK"``
+        for local ones), or ``None``."""
+        for parent in self.index.ancestors(name):
+            if type(parent) is cst.For and type(parent.target) is cst.Name and parent.target.value == name.value:
+                items = parent.iter.elements if type(parent.iter) in (cst.Tuple, cst.List) else ()
+                strings = {e.value.evaluated_value for e in items if type(e.value) is cst.SimpleString}
+                if not items or len(strings) != len(items):
+                    return None
+                if strings <= RANK_ENV_GLOBAL:
+                    return "RANK"
+                if strings <= RANK_ENV_LOCAL:
+                    return "LOCAL_RANK"
+                return None
+            if type(parent) in (cst.FunctionDef, cst.ClassDef):
+                return None
+        return None
 
     def _eval_bool(self, expr: cst.BooleanOperation, cls: RankClass, depth: int) -> Any:
         left = self._eval(expr.left, cls, depth)

@@ -210,7 +210,7 @@ if args.use_deepspeed or accelerator.is_main_process:
             if reaching is not None and model.ops.call_sites(scope) and all(
                     model.rank_guard_of(site) is not None for site in reaching):
                 continue  # `if step is None:` taken only by the calls under a rank guard
-            if _rank_unique(model, call, 0, write.path) or _inside_split(model, call) or model.single_process_at(call) \
+            if _rank_unique(model, call, 0, write.path) or _inside_split(model, call) or model.single_process_at(call) or model.rank_undecided_at(call) \
                     or _main_writes_first(model, call):
                 continue
             if write.path is not None and _in_memory(model, write.path):

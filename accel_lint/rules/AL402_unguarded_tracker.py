@@ -115,7 +115,7 @@ class UnguardedTracker(Rule):
             if what is None or model.under_rank_condition(call):
                 continue
             scope = model.scope_of(call)
-            if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call) or model.single_process_at(call):
+            if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call) or model.single_process_at(call) or model.rank_undecided_at(call):
                 continue
             sole = model.sole_accelerator_in(scope)
             acc = sole or "accelerator"

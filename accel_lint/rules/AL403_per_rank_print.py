@@ -156,7 +156,7 @@ class PerRankPrint(Rule):
             scope = model.scope_of(call)
             if scope in first_accelerator and order[call] < first_accelerator[scope]:
                 continue  # before this scope's accelerator exists (`accelerator.print` would be unbound)
-            if not model.runs_on_every_rank(scope) or not model.accelerators_visible_in(scope) or model.single_process_at(call):
+            if not model.runs_on_every_rank(scope) or not model.accelerators_visible_in(scope) or model.single_process_at(call) or model.rank_undecided_at(call):
                 continue
             if _mentions_rank(model, call) or _under_rank_test(model, call) or _chosen_by_rank(model, call):
                 continue

@@ -135,7 +135,7 @@ class PreprocessRace(Rule):
             scope = model.scope_of(call)
             if scope is model.module and (first_accelerator is None or order[call] < first_accelerator):
                 continue  # before any accelerator exists
-            if not model.runs_on_every_rank(scope) or not _accelerator_reaches(model, scope) or model.single_process_at(call):
+            if not model.runs_on_every_rank(scope) or not _accelerator_reaches(model, scope) or model.single_process_at(call) or model.rank_undecided_at(call):
                 continue
             acc = model.sole_accelerator_in(scope) or "accelerator"
             yield Finding(call, f"`{what}` runs on every rank at once: the work is repeated N times and the ranks "
