@@ -1150,6 +1150,51 @@ CASES = {
         if rank > 0:
             accelerator.wait_for_everyone()
         """, [(18, "AL301")]),
+    # The split barrier written with a membership test (`local_rank not in [-1, 0]`: the
+    # non-main ranks wait before the work, the main one after it): every rank reaches one of
+    # the two barriers. A barrier only the ranks in (-1, 0) reach is still one rank's.
+    "a_split_barrier_by_membership_is_balanced": ("""
+        import argparse
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--local_rank", type=int, default=-1)
+        args = parser.parse_args()
+
+        def load_features():
+            if args.local_rank not in [-1, 0]:
+                torch.distributed.barrier()
+            features = build_features()
+            if args.local_rank == 0:
+                torch.distributed.barrier()
+            return features
+
+        def report():
+            if args.local_rank in (-1, 0):
+                torch.distributed.barrier()
+
+        torch.distributed.init_process_group("gloo")
+        load_features()
+        report()
+        """, [(18, "AL301")]),
+    # An accelerator is an object, never None: `(acc is None) or acc.is_main_process` (a test
+    # written for code that may run without one) is true on the main process only, so the write
+    # under it is guarded; `if acc is not None:` lets every rank in.
+    "an_accelerator_is_never_none": ("""
+        from accelerate import Accelerator
+
+        def main(resume=None):
+            accelerator = Accelerator()
+            model = accelerator.prepare(make_model())
+            if (resume is None) and ((accelerator is None) or accelerator.is_main_process):
+                with open("config.yaml", "w") as f:
+                    f.write(dump())
+            if accelerator is not None:
+                with open("settings.yaml", "w") as f:
+                    f.write(dump())
+
+        main()
+        """, [(10, "AL401")]),
 }
 
 

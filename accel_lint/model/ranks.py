@@ -32,6 +32,7 @@ class _Sym:
 UNIFORM = _Sym("UNIFORM")  # unknown but the same on every rank
 FORK = _Sym("FORK")  # rank-dependent, unresolvable on this class
 OTHER = _Sym("OTHER")  # a rank index that matches no literal in the file
+ACCELERATOR = _Sym("ACCELERATOR")  # an accelerator object (the same kind on every rank)
 
 RANK_ENV_GLOBAL = frozenset({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK"})
 RANK_ENV_LOCAL = frozenset({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
@@ -195,6 +196,8 @@ class RankEvaluator:
             exprs = self.objects.summaries[prop].return_exprs
             return self._eval(exprs[0], cls, depth) if len(exprs) == 1 else UNIFORM
         value = self.objects.values.get(expr)
+        if value is not None and value.is_acc:
+            return ACCELERATOR  # an object, never None: `accelerator is None` is false
         if value is None and type(expr) is cst.Name:
             passed = self._passed_flag(expr, cls, depth)
             if passed is not None:
@@ -402,7 +405,15 @@ class RankEvaluator:
             if FORK in (left, right):
                 return FORK
             if op is None:  # in / not in
-                return FORK if OTHER in (left, right) else UNIFORM
+                found = self._membership(left, target.comparator, cls, depth)
+                if found is None:
+                    return FORK if OTHER in (left, right) else UNIFORM
+                if found is FORK or found is UNIFORM:
+                    return found
+                value = found if type(target.operator) is cst.In else not found
+                result = result and value
+                left = right
+                continue
             if UNIFORM in (left, right):
                 sides = (expr.left, *[t.comparator for t in expr.comparisons])
                 return FORK if any(self._is_rank_atom(e) for e in sides) else UNIFORM
@@ -412,6 +423,26 @@ class RankEvaluator:
             result = result and value
             left = right
         return result
+
+    def _membership(self, left: Any, container: cst.BaseExpression, cls: RankClass, depth: int) -> Any:
+        """``left in (-1, 0)`` on ``cls``: ``True``/``False`` where ``left`` is known and the
+        container is a display of constants, ``FORK`` where ``left`` is another rank's index
+        and the constants hold one (no class of its own stands for it), ``UNIFORM`` where
+        ``left`` is not known; ``None`` for any other container."""
+        if type(container) not in (cst.Tuple, cst.List, cst.Set) or not container.elements:
+            return None
+        items = [self._eval(e.value, cls, depth) for e in container.elements]
+        if any(type(i) not in (int, str) for i in items):
+            return None
+        if left is UNIFORM:
+            return UNIFORM
+        if left is OTHER:
+            # OTHER is an index of at least 1 that none of the file's compared literals names
+            numbers = {int(i) for i in items if type(i) is int or i.lstrip("-").isdigit()}
+            return FORK if any(n >= 1 for n in numbers) else False
+        if type(left) not in (int, str):
+            return UNIFORM
+        return any(_compare(operator.eq, left, i) is True for i in items)
 
     def _is_rank_atom(self, expr: cst.BaseExpression) -> bool:
         results = {repr(self._eval(expr, c, 0)) for c in (MAIN, OTHER_RANK)}
