@@ -1195,6 +1195,39 @@ CASES = {
 
         main()
         """, [(10, "AL401")]),
+    # A helper's tests on a parameter are decided by the literal each call passes: the split
+    # barrier that `evaluate=True` turns off runs on no rank when the main process alone calls
+    # it that way, and is balanced when every rank calls it with the default. Called by the main
+    # process alone with the default, its second barrier waits for the others forever.
+    "literal_arguments_decide_a_helpers_tests": ("""
+        import argparse
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--local_rank", type=int, default=-1)
+        args = parser.parse_args()
+
+        def load(split, evaluate=False):
+            if args.local_rank not in [-1, 0] and not evaluate:
+                torch.distributed.barrier()
+            features = build(split)
+            if args.local_rank == 0 and not evaluate:
+                torch.distributed.barrier()
+            return features
+
+        def score():
+            return load("dev", evaluate=True)
+
+        def main():
+            torch.distributed.init_process_group("gloo")
+            load("train", evaluate=False)
+            if args.local_rank in [-1, 0]:
+                score()
+            if args.local_rank in [-1, 0]:
+                load("test")
+
+        main()
+        """, [(25, "AL301")]),
 }
 
 

@@ -21,9 +21,9 @@ import libcst as cst
 
 from .. import collectives as C
 from .index import FileIndex, ScopeNode
-from .names import dotted_name
+from .names import bound_names, dotted_name
 from ..collectives import NOT_OPS
-from .objects import ObjectTracker, _protocol_place
+from .objects import ObjectTracker, _protocol_place, arguments_by_parameter
 from .ranks import FORK, UNIFORM, RankClass, RankEvaluator
 
 
@@ -117,6 +117,7 @@ class OpAnalysis:
         self._in_progress: set[tuple[ScopeNode, str]] = set()
         self._divergent: dict[ScopeNode, bool] = {}
         self._rank_free: dict[ScopeNode, bool] = {}
+        self._tested: dict[cst.FunctionDef, frozenset[str]] = {}
         self._component = _strongly_connected(self.index)
         for scope in [self.index.module, *self.index.functions]:
             self._analyse_root(scope)
@@ -227,14 +228,73 @@ class OpAnalysis:
             self._rank_free[scope] = free
         return free
 
-    def summary(self, scope: ScopeNode, cls: RankClass) -> _Summary:
-        key = (scope, cls.name)
+    def summary(self, scope: ScopeNode, cls: RankClass, constants: tuple = ()) -> _Summary:
+        """The ops ``scope`` performs on ``cls``; ``constants``: (parameter, value) pairs a call
+        passes as literals (``load(..., evaluate=True)``), which decide the tests on them."""
+        key = (scope, cls.name, constants)
         if key in self._summaries:
             return self._summaries[key]
         if cls is not self.ranks.classes[0] and self.is_rank_free(scope):
-            result = self.summary(scope, self.ranks.classes[0])
+            result = self.summary(scope, self.ranks.classes[0], constants)
             self._summaries[key] = result
             return result
+        if constants:
+            with self.ranks.assuming({(scope, name): value for name, value in constants}):
+                return self._summarise(scope, cls, key)
+        return self._summarise(scope, cls, key)
+
+    def constant_arguments(self, call: cst.Call, target: cst.FunctionDef) -> tuple:
+        """The parameters of ``target`` that a test of it reads, nothing rebinds, and ``call``
+        passes a literal (``True``, ``None``, a number) or leaves to a literal default, as
+        sorted (name, value) pairs."""
+        tested = self._tested_parameters(target)
+        if not tested:
+            return ()
+        info = self.index.functions[target]
+        bound_first = isinstance(call.func, cst.Attribute) and info.class_name is not None
+        passed = dict(arguments_by_parameter(call, target, bound_first))
+        if any(arg.star for arg in call.args):
+            return ()  # `f(*args)`: what fills the rest is unknown
+        out = []
+        for param in info.params:
+            name = param.name.value
+            if name not in tested:
+                continue
+            given = passed.get(name)
+            value = _literal_value(given.value) if given is not None else \
+                (_literal_value(param.default) if param.default is not None else _NO_LITERAL)
+            if value is not _NO_LITERAL:
+                out.append((name, value))
+        return tuple(sorted(out, key=repr))
+
+    def call_contexts(self, fn: ScopeNode) -> list[tuple]:
+        """The literal arguments each call of this file passes ``fn`` (``constant_arguments``),
+        once each; ``[()]`` (nothing assumed) where no call of this file reaches it or some call
+        passes one of them a value that is not a literal. (A call from another module is
+        analysed there, with what that module passes.)"""
+        if not isinstance(fn, cst.FunctionDef) or not self._tested_parameters(fn):
+            return [()]
+        sites = self.index.call_sites(fn)
+        contexts = {self.constant_arguments(site, fn) for site in sites}
+        if not sites or () in contexts:
+            return [()]
+        return sorted(contexts, key=repr)
+
+    def _tested_parameters(self, fn: cst.FunctionDef) -> frozenset[str]:
+        """The parameters of ``fn`` an ``if`` test reads and no assignment rebinds."""
+        found = self._tested.get(fn)
+        if found is None:
+            params = {p.name.value for p in self.index.functions[fn].params}
+            rebound = {n for node in self.index.walk(fn) if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
+                       for target in (node.targets if type(node) is cst.Assign else [node])
+                       for n in bound_names(target.target)}
+            found = frozenset(node.value for stmt in self.index.walk(fn) if type(stmt) is cst.If
+                              for node in self.index.walk(stmt.test)
+                              if type(node) is cst.Name and node.value in params - rebound)
+            self._tested[fn] = found
+        return found
+
+    def _summarise(self, scope: ScopeNode, cls: RankClass, key: tuple) -> _Summary:
         if key in self._in_progress:
             return _Summary([], None)  # recursion: opaque
         self._in_progress.add(key)
@@ -254,23 +314,34 @@ class OpAnalysis:
         self._summaries[key] = result
         return result
 
-    def is_divergent(self, scope: ScopeNode) -> bool:
-        """Whether the function's own op sequence differs between rank classes."""
-        if scope not in self._divergent:
-            self._divergent[scope] = False  # recursion guard
-            flats = [self.summary(scope, c).flat() for c in self.ranks.classes]
+    def is_divergent(self, scope: ScopeNode, constants: tuple | None = None) -> bool:
+        """Whether the function's own op sequence differs between rank classes: as the calls
+        of this file fill its tested parameters (``constants=None``), or with ``constants``."""
+        if constants is None:
+            return any(self.is_divergent(scope, context) for context in self.call_contexts(scope))
+        key = (scope, constants)
+        if key not in self._divergent:
+            self._divergent[key] = False  # recursion guard
+            flats = [self.summary(scope, c, constants).flat() for c in self.ranks.classes]
             tokens = [_kinds(seq) for seq, _ in flats]
-            self._divergent[scope] = any(t != tokens[0] for t in tokens[1:]) or any(forks for _, forks in flats)
-        return self._divergent[scope]
+            self._divergent[key] = any(t != tokens[0] for t in tokens[1:]) or any(forks for _, forks in flats)
+        return self._divergent[key]
 
     def _analyse_root(self, scope: ScopeNode) -> None:
         classes = self.ranks.classes
         if self.is_rank_free(scope):
             return  # every class walks it alike, and it holds no rank-dependent fork: nothing can diverge
-        seqs = {}
         found: dict[int, Op] = {}
+        for context in self.call_contexts(scope):
+            self._divergent_ops(scope, context, found)
+        for op in found.values():
+            self.divergences.append(Divergence(op, scope))
+
+    def _divergent_ops(self, scope: ScopeNode, constants: tuple, found: dict[int, Op]) -> None:
+        classes = self.ranks.classes
+        seqs = {}
         for cls in classes:
-            seqs[cls.name], forks = self.summary(scope, cls).flat()
+            seqs[cls.name], forks = self.summary(scope, cls, constants).flat()
             for op in forks:
                 found.setdefault(id(op.node), op)
         base = seqs[classes[0].name]
@@ -296,8 +367,6 @@ class OpAnalysis:
                 for _, op in base[i1:i2] + other[j1:j2]:
                     if op is not None:
                         found.setdefault(id(op.node), op)
-        for op in found.values():
-            self.divergences.append(Divergence(op, scope))
 
     def same_cycle(self, caller: ScopeNode, callee: cst.FunctionDef) -> bool:
         """Whether ``callee`` can call back into ``caller`` (same strongly connected component)."""
@@ -457,6 +526,18 @@ def _relocate(items: list[Item], call: cst.Call, name: str, guard: Guard | None)
         else:
             out.append(Fork(item.key, [_relocate(b, call, name, guard) for b in item.branches], item.guard, True))
     return out
+
+
+_NO_LITERAL = object()
+
+
+def _literal_value(expr: cst.BaseExpression):
+    """What a literal argument is (``True``, ``None``, ``3``, ``"eval"``), or ``_NO_LITERAL``."""
+    if type(expr) is cst.Name and expr.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[expr.value]
+    if type(expr) in (cst.Integer, cst.SimpleString):
+        return expr.evaluated_value
+    return _NO_LITERAL
 
 
 def _always_exits(stmts) -> bool:
@@ -707,7 +788,8 @@ class _Walker:
             if target is None or self.a.same_cycle(self.scope, target):
                 continue  # unknown callee, or recursion: opaque, the same way from every entry point
             name = self.a.index.functions[target].qualname
-            if self.a.is_divergent(target):
+            constants = self.a.constant_arguments(call, target)
+            if self.a.is_divergent(target, constants):
                 continue  # reported inside the callee; counting it again here would duplicate
-            callee = self.a.summary(target, self.cls)
+            callee = self.a.summary(target, self.cls, constants)
             items.extend(_relocate(callee.items, call, name, guard))

@@ -11,6 +11,7 @@ Everything the evaluator does not understand is *uniform*: unknown means no find
 from __future__ import annotations
 
 import operator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,9 @@ class RankEvaluator:
         self._rank_memo: dict[cst.CSTNode, bool] = {}
         self._assigned: dict[cst.FunctionDef, set[str]] = {}
         self._passed: dict[tuple, tuple | None] = {}
+        # parameters a call being followed passes as literals: (function, name) -> value
+        self._assumed: dict[tuple, Any] = {}
+        self._assumed_key: tuple = ()
         self.classes = self._classes()
 
     def _classes(self) -> list[RankClass]:
@@ -103,6 +107,18 @@ class RankEvaluator:
                     out.append(node)
         return out
 
+    @contextmanager
+    def assuming(self, constants: dict[tuple, Any]):
+        """Evaluate with the parameters of ``constants`` ((function, name) -> value) bound to
+        those values: the tests of a helper as one call passes them (``evaluate=True``)."""
+        saved = self._assumed, self._assumed_key
+        self._assumed = {**self._assumed, **constants}
+        self._assumed_key = tuple(sorted(((id(fn), name, repr(v)) for (fn, name), v in self._assumed.items())))
+        try:
+            yield
+        finally:
+            self._assumed, self._assumed_key = saved
+
     # -- public queries -------------------------------------------------------------
     def value_on(self, expr: cst.BaseExpression, cls: RankClass) -> Any:
         """What ``expr`` is on ``cls``, not reduced to a truth value (``OTHER`` for another rank's index)."""
@@ -122,18 +138,19 @@ class RankEvaluator:
 
     def is_rank_dependent(self, expr: cst.BaseExpression) -> bool:
         """Whether ``expr`` can take different values on different ranks."""
-        cached = self._rank_memo.get(expr)
+        key = (expr, self._assumed_key) if self._assumed_key else expr
+        cached = self._rank_memo.get(key)
         if cached is None:
             results = [self.evaluate(expr, c) for c in self.classes]
             cached = any(r is FORK for r in results) or len({repr(r) for r in results}) > 1
-            self._rank_memo[expr] = cached
+            self._rank_memo[key] = cached
         return cached
 
     # -- evaluation --------------------------------------------------------------------
     def _eval(self, expr: cst.BaseExpression, cls: RankClass, depth: int) -> Any:
         if depth > 12:
             return UNIFORM
-        key = (id(expr), cls.name)
+        key = (id(expr), cls.name, self._assumed_key) if self._assumed_key else (id(expr), cls.name)
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = UNIFORM  # cycle guard
@@ -195,6 +212,10 @@ class RankEvaluator:
         if prop is not None:  # `if self.is_main:` with `def is_main(self): return ...is_main_process`
             exprs = self.objects.summaries[prop].return_exprs
             return self._eval(exprs[0], cls, depth) if len(exprs) == 1 else UNIFORM
+        if self._assumed and type(expr) is cst.Name:
+            scope = self.index.scope_of(expr)
+            if (scope, expr.value) in self._assumed:
+                return self._assumed[(scope, expr.value)]
         value = self.objects.values.get(expr)
         if value is not None and value.is_acc:
             return ACCELERATOR  # an object, never None: `accelerator is None` is false
