@@ -1130,6 +1130,21 @@ CASES = {
     # A value set before a `break` reaches the code after the loop: the rank a helper of this file
     # finds by trying environment variables in turn is a rank, and the write it guards runs on
     # one process.
+    # The fields of a configuration object an imported `parse_args()` returned are the same on
+    # every rank: a test of one against 0 is decided, and the print under it is reported.
+    "a_field_of_an_imported_configuration_is_decided": ("""
+        from accelerate import Accelerator
+        from options import parse_args
+
+        def main():
+            args = parse_args()
+            accelerator = Accelerator()
+            model = accelerator.prepare(make_model())
+            if args.extra_layers != 0:
+                print("extra layers", args.extra_layers)
+
+        main()
+        """, [(9, "AL403")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator
@@ -1228,7 +1243,32 @@ CASES = {
 
         main()
         """, [(25, "AL301")]),
+    # `go_on = False; break` in the batch loop, then `if not go_on: break` right after it: the
+    # state at that break (the model unwrapped for the final save) leaves the epoch loop too, so
+    # the next epoch still trains, and reads, the prepared model.
+    "a_flag_set_before_break_leaves_the_outer_loop": ("""
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"), make_loader())
+        go_on = True
+        for epoch in range(3):
+            for batch in loader:
+                accelerator.backward(model(batch))
+                print(model.generation_config)
+                if done():
+                    model = accelerator.unwrap_model(model)
+                    go_on = False
+                    break
+            if not go_on:
+                break
+        """, [(10, "AL501")]),
 }
+
+
+# the one case besides single_process_branches whose AL403 findings count
+AL403_CASE = "a_field_of_an_imported_configuration_is_decided"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -1236,7 +1276,7 @@ def test_ecosystem_pattern(name):
     source, expected = CASES[name]
     result = lint_source(textwrap.dedent(source).lstrip("\n"), f"{name}.py", Config())
     assert sorted((d.line, d.code) for d in result.diagnostics
-                  if d.code != "AL403" or name == "single_process_branches") == expected
+                  if d.code != "AL403" or name in ("single_process_branches", AL403_CASE)) == expected
 
 
 def test_a_shell_line_continued_with_backslashes_is_masked_as_one_unit(tmp_path):

@@ -87,6 +87,13 @@ class Value:
         return self.alternatives | ({self.origin} if self.origin is not None else frozenset())
 
 
+def _flag_is(env: Env, name: str, wanted: bool) -> bool:
+    """``name`` holds the literal ``wanted`` (``True``/``False``) in ``env``."""
+    value = env.get(name)
+    origin = value.origin if value is not None else None
+    return type(origin) is cst.Name and origin.value == ("True" if wanted else "False")
+
+
 def merge(a: Value | None, b: Value | None) -> Value | None:
     if a is None or b is None:
         v = a or b
@@ -1485,7 +1492,13 @@ class ObjectTracker:
             out = _merge_envs(env, second) or env
             if stmt.orelse is not None:
                 out = self._block(stmt.orelse.body.body, out) or out
+            leaving = self._breaks_out_after(stmt)
             for state in exits[0]:
+                if leaving is not None and self._loop_exits and _flag_is(state, *leaving):
+                    # `stop = True; break` then `if stop: break` right after the loop: this
+                    # state leaves the enclosing loop too, and never reaches what follows
+                    self._loop_exits[-1][0].append(state)
+                    continue
                 out = _merge_envs(out, state) or out
             frozen = _freezes_every_parameter(stmt)
             if frozen is not None and frozen in out and out[frozen] is not None:
@@ -1522,6 +1535,25 @@ class ObjectTracker:
         # other compound statements (TryStar, etc.): record and keep going
         self._record(stmt, env)
         return env
+
+    def _breaks_out_after(self, loop: cst.CSTNode) -> tuple[str, bool] | None:
+        """For a loop followed by ``if stop: break`` (or ``if not go_on: break``): the flag and
+        the value that takes that ``break``; ``None`` otherwise."""
+        block = self.index.parents.get(loop)
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or loop not in body:
+            return None
+        position = list(body).index(loop)
+        follower = body[position + 1] if position + 1 < len(body) else None
+        if type(follower) is not cst.If or follower.orelse is not None or len(follower.body.body) != 1:
+            return None
+        only = follower.body.body[0]
+        if not (type(only) is cst.SimpleStatementLine and len(only.body) == 1 and type(only.body[0]) is cst.Break):
+            return None
+        test, wanted = follower.test, True
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, wanted = test.expression, False
+        return (test.value, wanted) if type(test) is cst.Name else None
 
     def _iter_value(self, it: cst.BaseExpression, env: Env) -> Value | None:
         """The loop variable of ``for x in <container of prepared objects>`` (or its ``.values()``)."""

@@ -103,7 +103,10 @@ def _opaque_key(model: FileModel, scope: cst.CSTNode, key: str, depth: int) -> b
         return bool(rest) and cls is not None and key not in model.objects.class_attrs.get(cls.name, {}) \
             and not _bound_anywhere(model, key)
     if rest and _bindings(model, scope, root):
-        return all(_opaque_binding(model, binding, depth) for binding in _bindings(model, scope, root))
+        # `args.lpips_layer` of `args = parse_args()` (a function of another package): the
+        # fields of a configuration object, the same on every rank, unless the key itself
+        # was bound opaquely (above)
+        return False
     return _opaque_parameter(model, scope, root, rest, depth)
 
 
