@@ -94,6 +94,15 @@ class PerRankPrint(Rule):
         """,
         """\
         from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        try:
+            sample = environment.step(model)
+        except Exception as error:
+            print("the environment failed:", error)  # on the rank whose step raised
+        """,
+        """\
+        from accelerate import Accelerator
         from tqdm import tqdm
         def evaluate(model, batches):
             accelerator = Accelerator()
@@ -158,7 +167,8 @@ class PerRankPrint(Rule):
                 continue  # before this scope's accelerator exists (`accelerator.print` would be unbound)
             if not model.runs_on_every_rank(scope) or not model.accelerators_visible_in(scope) or model.single_process_at(call) or model.rank_undecided_at(call):
                 continue
-            if _mentions_rank(model, call) or _under_rank_test(model, call) or _chosen_by_rank(model, call):
+            if _mentions_rank(model, call) or _under_rank_test(model, call) or _chosen_by_rank(model, call) \
+                    or _in_except_handler(model, call):
                 continue
             shown = model.sole_accelerator_in(scope) or "accelerator"
             acc = model.accelerator_for_fix(call)  # None where a path reaches the call with it unbound
@@ -210,6 +220,18 @@ def _chosen_by_rank(model: FileModel, call: cst.Call) -> bool:
         if isinstance(parent, cst.IfExp) and child is not parent.test and model.ranks.is_rank_dependent(parent.test):
             return True
         child = parent
+    return False
+
+
+def _in_except_handler(model: FileModel, call: cst.Call) -> bool:
+    """In an ``except`` block of its function: it runs on the rank whose ``try`` raised, and says
+    what went wrong there (a rank's own event, which ``accelerator.print`` would drop unless the
+    failing rank is the main one)."""
+    for parent in model.ancestors(call):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(parent, cst.ExceptHandler):
+            return True
     return False
 
 
