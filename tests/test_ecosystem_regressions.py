@@ -1145,6 +1145,34 @@ CASES = {
 
         main()
         """, [(9, "AL403")]),
+    # Objects handed to a helper in a list (`[net_g, net_d]`, `[train_loader, eval_loader]`) and
+    # unpacked there keep what they are: the loader was never prepared (prepare got the dataset),
+    # and the prepared generator has no `infer`. The helper is called in both branches of the
+    # main-process test, so every rank runs its forward: no rank guard stands around it.
+    "objects_in_a_list_keep_their_values_and_a_helper_called_in_both_branches_is_unguarded": ("""
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForCausalLM
+
+        def train_epoch(accelerator, nets, loaders, writer):
+            net_g, net_d = nets
+            train_loader, eval_loader = loaders
+            for batch in train_loader:
+                loss = net_g(batch).loss + net_d(batch).loss
+                accelerator.backward(loss)
+            net_g.infer(batch)
+
+        accelerator = Accelerator()
+        net_g = AutoModelForCausalLM.from_pretrained("a")
+        net_d = AutoModelForCausalLM.from_pretrained("b")
+        train_loader = DataLoader(train_set, batch_size=8)
+        net_g, net_d, train_set = accelerator.prepare(net_g, net_d, train_set)
+        for epoch in range(3):
+            if accelerator.is_main_process:
+                train_epoch(accelerator, [net_g, net_d], [train_loader, None], make_writer())
+            else:
+                train_epoch(accelerator, [net_g, net_d], [train_loader, None], None)
+        """, [(8, "AL201"), (11, "AL501")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator

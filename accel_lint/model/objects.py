@@ -657,7 +657,8 @@ class ObjectTracker:
             # an object of a known kind travels too, prepared or not: a helper that iterates
             # what every caller passes it iterates an unsharded loader, one that prepares the
             # model it is given prepares a model
-            if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind in WRAPPED_KINDS):
+            if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind in WRAPPED_KINDS
+                                       or merged.elements is not None):  # (a list of such objects)
                 params[name] = merged
         return params
 
@@ -838,10 +839,12 @@ class ObjectTracker:
             return merge(body, orelse)
         if isinstance(expr, cst.Dict):
             return self._dict_value(expr, env)
-        if isinstance(expr, cst.Tuple) and expr.elements and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+        if isinstance(expr, (cst.Tuple, cst.List)) and expr.elements \
+                and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
             items = tuple(self.value_of(e.value, env) for e in expr.elements)
             if any(v is not None and (v.is_acc or v.prepared != NO or v.kind in WRAPPED_KINDS) for v in items):
-                return Value(origin=expr, elements=items)  # `return train_dl, eval_dl`
+                # `return train_dl, eval_dl`; `train(nets=[net_g, net_d])` then `net_g, net_d = nets`
+                return Value(origin=expr, elements=items)
             return None
         if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             element = expr.value if isinstance(expr, cst.DictComp) else expr.elt

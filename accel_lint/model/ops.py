@@ -412,6 +412,10 @@ class OpAnalysis:
             return None
         guards = [self.guard_of(site, _seen | {fn}) for site in sites]
         if all(g is not None for g in guards):
+            # `if is_main: f(a) else: f(b)`: each call is guarded, yet every rank class reaches one
+            reached = set().union(*(self.visits.get(site, set()) for site in sites))
+            if reached >= {cls.name for cls in self.ranks.classes}:
+                return None
             return guards[0]
         return None
 
