@@ -1173,6 +1173,24 @@ CASES = {
             else:
                 train_epoch(accelerator, [net_g, net_d], [train_loader, None], None)
         """, [(8, "AL201"), (11, "AL501")]),
+    # A class of the file whose __init__ opens a file for writing runs that write wherever it is
+    # constructed: built on every rank, every rank truncates the same log.
+    "a_constructor_runs_its_init_where_the_class_is_built": ("""
+        import os
+        from accelerate import Accelerator
+
+        class LossLog:
+            def __init__(self, folder):
+                self.path = os.path.join(folder, "loss.csv")
+                with open(self.path, "w") as f:
+                    f.write("step,loss\\n")
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(make_model())
+        log = LossLog(out)
+        if accelerator.is_main_process:
+            other = LossLog(out)
+        """, [(7, "AL401")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator

@@ -1559,7 +1559,7 @@ class FileModel:
         """For a helper, the first same-file call that runs it on every rank (for messages)."""
         if isinstance(scope, cst.Module):
             return None
-        for site in self.ops.call_sites(scope):
+        for site in self.ops.call_sites(scope) or self._constructions_of(scope):
             if self.rank_guard_of(site) is None and self.runs_on_every_rank(self.index.scope_of(site)):
                 return site
         return None
@@ -1637,7 +1637,7 @@ class FileModel:
     def _runs_on_every_rank(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
         if self.ops.function_guard(scope) is not None:
             return False
-        sites = self.ops.call_sites(scope)
+        sites = self.ops.call_sites(scope) or self._constructions_of(scope)
         if sites:
             uses_one = scope in self._scopes_using_an_accelerator
             return any(
@@ -1655,6 +1655,13 @@ class FileModel:
         if info.class_name is None and "@guarded" in self.incoming.get(info.qualname, {}):
             return False  # every caller in the other modules of the tree calls it under a rank guard
         return scope in self._scopes_using_an_accelerator
+
+    def _constructions_of(self, scope: ScopeNode) -> list[cst.Call]:
+        """For a class's ``__init__``: the calls of this file that construct the class (``Tracker(out)``
+        runs ``Tracker.__init__``)."""
+        if not isinstance(scope, cst.FunctionDef) or scope.name.value != "__init__":
+            return []
+        return [call for call in self.index.calls if self.index.constructor_of(call) is scope]
 
     def _entry_point(self, scope: ScopeNode) -> bool:
         """A module-level function that nothing in the file calls but module-level code hands to
