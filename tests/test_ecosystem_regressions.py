@@ -1191,6 +1191,41 @@ CASES = {
         if accelerator.is_main_process:
             other = LossLog(out)
         """, [(7, "AL401")]),
+    # An attribute the file only ever sets to False (the lines that set it True are commented
+    # out) never takes its branch: the call of the helper there is no call, and the helper, called
+    # otherwise only under the main-process test, writes on the main process alone. A flag the
+    # file also sets True stays a live branch.
+    "an_attribute_only_ever_false_never_takes_its_branch": ("""
+        from accelerate import Accelerator
+
+        class Trainer:
+            def __init__(self):
+                self.accelerator = Accelerator()
+                self.model = self.accelerator.prepare(make_model())
+                self.resuming_eval = False
+                self.dump_each_step = False
+
+            def validate(self):
+                with open("scores.txt", "w") as f:
+                    f.write(score(self.model))
+
+            def dump(self):
+                with open("last_step.txt", "w") as f:
+                    f.write("step")
+
+            def train(self):
+                if self.resuming_eval:
+                    self.validate()
+                if self.dump_each_step:
+                    self.dump()
+                if self.accelerator.is_main_process:
+                    self.validate()
+
+            def configure(self, verbose):
+                self.dump_each_step = True
+
+        Trainer().train()
+        """, [(15, "AL401")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator

@@ -1560,7 +1560,8 @@ class FileModel:
         if isinstance(scope, cst.Module):
             return None
         for site in self.ops.call_sites(scope) or self._constructions_of(scope):
-            if self.rank_guard_of(site) is None and self.runs_on_every_rank(self.index.scope_of(site)):
+            if self.rank_guard_of(site) is None and not self.never_runs(site) \
+                    and self.runs_on_every_rank(self.index.scope_of(site)):
                 return site
         return None
 
@@ -1638,6 +1639,10 @@ class FileModel:
         if self.ops.function_guard(scope) is not None:
             return False
         sites = self.ops.call_sites(scope) or self._constructions_of(scope)
+        if sites and self.index.dead_arms:
+            sites = [site for site in sites if not self.never_runs(site)]  # (a call no launch makes)
+            if not sites:
+                return False
         if sites:
             uses_one = scope in self._scopes_using_an_accelerator
             return any(

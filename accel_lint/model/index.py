@@ -344,7 +344,7 @@ class FileIndex:
         """The arms of conditional expressions and ``if`` statements that no launch runs, by
         :meth:`known_test`: what they read and call is never evaluated."""
         if not self.cli_defaults_not_none and not self.defaults_never_overridden \
-                and not self.names_bound_once_to_literals:
+                and not self.names_bound_once_to_literals and not self.constant_flags:
             return frozenset()
         dead = set()
         for node in (*self.conditional_expressions, *self.branches):
@@ -356,6 +356,48 @@ class FileIndex:
             elif known is False:
                 dead.add(node.body)
         return frozenset(dead)
+
+    @cached_property
+    def constant_flags(self) -> dict[tuple[str, str], bool]:
+        """``self.<name>`` attributes of a class of this file that the file only ever assigns one
+        and the same boolean literal (``self.in_evaluation = False`` in ``__init__``, the lines
+        that set it ``True`` commented out), keyed (class, name): the attribute holds that value
+        wherever a method reads it. Any other binding of an attribute of that name anywhere in
+        the file (a second literal, a computed value, an augmented assignment, one on another
+        object), or a ``setattr`` in the class, leaves it out."""
+        values: dict[tuple[str, str], set] = {}
+        spoiled: set[str] = set()  # attribute names bound some other way
+        unknown_classes: set[str] = set()
+        for node in self.parents:
+            kind = type(node)
+            if kind is cst.Assign:
+                literal = node.value.value if type(node.value) is cst.Name and node.value.value in ("True", "False") \
+                    else None
+                for target in node.targets:
+                    for element in _flat_targets(target.target):
+                        if type(element) is not cst.Attribute:
+                            continue
+                        owner = self._self_class(element)
+                        if owner is None or literal is None:
+                            spoiled.add(element.attr.value)
+                        else:
+                            values.setdefault((owner, element.attr.value), set()).add(literal)
+            elif kind in (cst.AugAssign, cst.AnnAssign) and type(node.target) is cst.Attribute:
+                spoiled.add(node.target.attr.value)
+            elif kind is cst.Call and type(node.func) is cst.Name and node.func.value == "setattr":
+                cls = self.class_of(self.scope_of(node))
+                if cls is None:
+                    return {}  # attributes named at run time on any object: none is known
+                unknown_classes.add(cls.name)
+        return {key: found.pop() == "True" for key, found in values.items()
+                if len(found) == 1 and key[1] not in spoiled and key[0] not in unknown_classes}
+
+    def _self_class(self, attribute: cst.Attribute) -> str | None:
+        """The class whose method binds ``self.<attr>`` here, or ``None``."""
+        if type(attribute.value) is not cst.Name or attribute.value.value != "self":
+            return None
+        cls = self.class_of(self.scope_of(attribute))
+        return cls.name if cls is not None else None
 
     def known_test(self, test: cst.BaseExpression) -> bool | None:
         """The value a branch test has on every launch, when the file tells: ``<args>.<option>
@@ -373,6 +415,12 @@ class FileIndex:
             if value is None:
                 return None
             return value if type(test) is cst.Name else not value
+        flag = test.expression if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not else test
+        if type(flag) is cst.Attribute and self.constant_flags:
+            owner = self._self_class(flag)
+            value = self.constant_flags.get((owner, flag.attr.value)) if owner is not None else None
+            if value is not None:
+                return value if flag is test else not value
         compared = none_comparison(test)
         if compared is not None and type(compared[0]) is cst.Name \
                 and compared[0].value in self.names_bound_once_to_literals:
@@ -604,3 +652,12 @@ class FileIndex:
                 if found is not None:
                     return found
         return None
+
+
+def _flat_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The names and attributes an assignment target binds (through tuples and lists)."""
+    if type(target) in (cst.Tuple, cst.List):
+        return [t for element in target.elements for t in _flat_targets(element.value)]
+    if type(target) is cst.StarredElement:
+        return _flat_targets(target.value)
+    return [target]
