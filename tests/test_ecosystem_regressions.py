@@ -1226,6 +1226,25 @@ CASES = {
 
         Trainer().train()
         """, [(15, "AL401")]),
+    # `> 0` on a count a caller configures is how "enabled" is written, not a rank guard: the
+    # checkpoint rotation under it runs on every rank and races. `<= 0` on an opaque value (here
+    # a field of what an entry point no call of the file makes is handed) is the "main process or
+    # not distributed" guard, and stays undecided.
+    "greater_than_zero_on_an_opaque_value_is_no_rank_guard": ("""
+        import os
+        from accelerate import Accelerator
+
+        def save(accelerator, args, model):
+            accelerator.save_state(args.out)
+            if args.keep_last > 0:
+                os.remove(oldest(args.out))
+            if args.node_rank <= 0:
+                os.remove(stale(args.out))
+
+        def main(options):
+            accelerator = Accelerator()
+            save(accelerator, options, accelerator.prepare(make_model()))
+        """, [(7, "AL401")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator

@@ -9,7 +9,7 @@ such guard stands around the code, so under a test of this shape the answer is u
 those rules stay silent (rules that report a collective *under* a rank guard still need the
 rank model to know the guard, and are not touched).
 
-The shape is a comparison of an opaque value with ``0`` or ``-1`` (``== 0``, ``!= 0``, ``> 0``,
+The shape is a comparison of an opaque value with ``0`` or ``-1`` (``== 0``, ``!= 0``, ``<= 0``,
 ``in (-1, 0)``); a value is opaque when nothing in the file says what it holds: a parameter no
 call of this file fills, an attribute of one, a name unpacked from (or bound to) the result of
 a function the linter cannot read. Loop counters, constants, sizes and what an argument parser
@@ -29,15 +29,14 @@ from .objects import arguments_by_parameter
 if TYPE_CHECKING:
     from . import FileModel
 
-# the literals a rank is compared with: the first process (0) and "not distributed" (-1)
-_RANK_LITERALS = frozenset({0, -1, 1})
-_ORDER = (cst.Equal, cst.NotEqual, cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual)
 _BUILTINS = frozenset(dir(builtins))
 
 
 def undecided_rank_test(model: FileModel, test: cst.BaseExpression) -> bool:
     """Whether ``test`` (through ``and``/``or``/``not``) compares an opaque value with the index
-    of the first process."""
+    of the first process the way a rank guard does: ``== 0``, ``!= 0``, ``== -1``, ``<= 0``,
+    ``< 1``, ``in (-1, 0)``. (``> 0`` is left out: it is how a configured count says "enabled",
+    ``if args.keep_checkpoints > 0:``, far more often than how a rank says "not the first".)"""
     kind = type(test)
     if kind is cst.BooleanOperation:
         return undecided_rank_test(model, test.left) or undecided_rank_test(model, test.right)
@@ -46,19 +45,24 @@ def undecided_rank_test(model: FileModel, test: cst.BaseExpression) -> bool:
     if kind is not cst.Comparison or len(test.comparisons) != 1:
         return False
     target = test.comparisons[0]
-    left, right = test.left, target.comparator
-    if type(target.operator) in (cst.In, cst.NotIn):
+    left, right, operator = test.left, target.comparator, type(target.operator)
+    if operator in (cst.In, cst.NotIn):
         if type(right) not in (cst.Tuple, cst.List, cst.Set) or not right.elements \
-                or not all(_literal(e.value) in _RANK_LITERALS for e in right.elements):
+                or not all(_literal(e.value) in (0, -1) for e in right.elements):
             return False
         return _opaque(model, left, 0)
-    if type(target.operator) not in _ORDER:
+    if _literal(left) is not None and _literal(right) is None:  # `0 == rank`: read it as `rank == 0`
+        left, right, operator = right, left, _MIRRORED.get(operator, operator)
+    if (operator, _literal(right)) not in _RANK_TESTS:
         return False
-    if _literal(right) in _RANK_LITERALS and _literal(left) is None:
-        return _opaque(model, left, 0)
-    if _literal(left) in _RANK_LITERALS and _literal(right) is None:
-        return _opaque(model, right, 0)
-    return False
+    return _opaque(model, left, 0)
+
+
+# (operator, literal) pairs a rank guard is written with
+_RANK_TESTS = frozenset({(cst.Equal, 0), (cst.NotEqual, 0), (cst.Equal, -1), (cst.NotEqual, -1),
+                         (cst.LessThanEqual, 0), (cst.LessThan, 1)})
+_MIRRORED = {cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan,
+             cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual}
 
 
 def _literal(expr: cst.BaseExpression) -> int | None:

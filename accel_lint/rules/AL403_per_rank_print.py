@@ -97,9 +97,10 @@ class PerRankPrint(Rule):
         accelerator = Accelerator()
         model = accelerator.prepare(model)
         try:
-            sample = environment.step(model)
+            if accelerator.is_main_process:
+                sample = environment.step(model)
         except Exception as error:
-            print("the environment failed:", error)  # on the rank whose step raised
+            print("the environment failed:", error)  # on the main process, whose step raised
         """,
         """\
         from accelerate import Accelerator
@@ -113,6 +114,15 @@ class PerRankPrint(Rule):
         """,
     ]
     INVALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        try:
+            state = load_checkpoint(model)
+        except Exception:
+            print("no checkpoint, starting over")  # expect: AL403
+        """,
         """\
         from accelerate import Accelerator
         from tqdm.auto import tqdm
@@ -224,14 +234,18 @@ def _chosen_by_rank(model: FileModel, call: cst.Call) -> bool:
 
 
 def _in_except_handler(model: FileModel, call: cst.Call) -> bool:
-    """In an ``except`` block of its function: it runs on the rank whose ``try`` raised, and says
-    what went wrong there (a rank's own event, which ``accelerator.print`` would drop unless the
-    failing rank is the main one)."""
+    """In an ``except`` block of its function whose ``try`` holds work under a rank test
+    (``if accelerator.is_main_process: env.reset()``): the failure it reports may be that one
+    rank's own, which ``accelerator.print`` would drop. (A ``try`` every rank runs alike fails
+    alike on every rank, and its message is printed once per process.)"""
     for parent in model.ancestors(call):
         if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
         if isinstance(parent, cst.ExceptHandler):
-            return True
+            attempt = model.index.parents.get(parent)
+            return isinstance(attempt, cst.Try) and any(
+                type(node) is cst.If and model.ranks.is_rank_dependent(node.test)
+                for node in model.index.walk(attempt.body))
     return False
 
 
