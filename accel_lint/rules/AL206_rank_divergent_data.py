@@ -23,8 +23,26 @@ _SEEDERS = frozenset({"accelerate.utils.set_seed", "accelerate.utils.random.set_
                       "lightning.seed_everything", "pytorch_lightning.seed_everything"})
 
 
+# the draws of Python's and numpy's global generators, and what seeds each of them: each process
+# seeds them from the operating system's entropy, so unseeded they differ on every rank
+_GLOBAL_DRAWS = {
+    "random": frozenset({"random.shuffle", "random.randint", "random.sample", "random.choice", "random.choices",
+                         "random.random", "random.randrange", "random.uniform"}),
+    "numpy": frozenset({"numpy.random.shuffle", "numpy.random.permutation", "numpy.random.randint",
+                        "numpy.random.choice", "numpy.random.rand", "numpy.random.random"}),
+}
+_GLOBAL_SEEDERS = {
+    "random": frozenset({"random.seed", "accelerate.utils.set_seed", "accelerate.utils.random.set_seed",
+                         "transformers.set_seed", "transformers.trainer_utils.set_seed",
+                         "lightning.seed_everything", "pytorch_lightning.seed_everything"}),
+    "numpy": frozenset({"numpy.random.seed", "accelerate.utils.set_seed", "accelerate.utils.random.set_seed",
+                        "transformers.set_seed", "transformers.trainer_utils.set_seed",
+                        "lightning.seed_everything", "pytorch_lightning.seed_everything"}),
+}
+
+
 class RankDivergentData(Rule):
-    """A random split that differs on every rank, feeding a prepared loader.
+    """A random split or sampling order that differs on every rank, feeding a prepared loader.
 
     ## What it does
     Flags `random_split(...)`, `train_test_split(...)` (scikit-learn) and a dataset's
@@ -34,7 +52,9 @@ class RankDivergentData(Rule):
     same function, or anywhere in another), a seed set only with
     `set_seed(seed, device_specific=True)`, or a seed computed from the rank. Also flags a
     dataset's `.shuffle(seed=...)` with a seed computed from the rank (`seed + process_index`)
-    whose result feeds a prepared loader.
+    whose result feeds a prepared loader, and a sampler of a class of the file that draws its
+    order from Python's `random` or numpy's global generator when nothing in the file seeds it
+    (`set_seed`, `random.seed`, `numpy.random.seed`), given to a loader `prepare` shards.
     Not flagged: a split with a fixed seed or generator; a split after a plain `set_seed(seed)`;
     a split made under a rank guard or `main_process_first()` (one rank decides); a split whose
     result reaches no prepared loader.
@@ -64,7 +84,7 @@ class RankDivergentData(Rule):
     code = "AL206"
     name = "rank-divergent-data"
     severity = "warning"
-    summary = "a random split that differs on every rank feeds a prepared loader: shards overlap and leak"
+    summary = "a random split or order that differs on every rank feeds a prepared loader: shards overlap and leak"
 
     VALID = [
         # the same order on every rank (a fixed seed), or an object whose shuffle is not known
@@ -93,8 +113,42 @@ class RankDivergentData(Rule):
         train_set, val_set = random_split(dataset, [0.9, 0.1])
         loader = accelerator.prepare(DataLoader(train_set, batch_size=8))
         """,
+        """\
+        import random
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        class Shuffled:
+            def __init__(self, n):
+                self.order = list(range(n))
+
+            def __iter__(self):
+                random.shuffle(self.order)
+                return iter(self.order)
+
+        random.seed(0)  # every rank draws the same order
+        accelerator = Accelerator()
+        loader = accelerator.prepare(DataLoader(data, sampler=Shuffled(len(data))))
+        """,
     ]
     INVALID = [
+        """\
+        import random
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        class Shuffled:
+            def __init__(self, n):
+                self.order = list(range(n))
+
+            def __iter__(self):
+                random.shuffle(self.order)
+                return iter(self.order)
+
+        accelerator = Accelerator()
+        sampler = Shuffled(len(data))  # expect: AL206
+        loader = accelerator.prepare(DataLoader(data, sampler=sampler))
+        """,
         """\
         from accelerate import Accelerator
         from torch.utils.data import DataLoader
@@ -157,6 +211,40 @@ class RankDivergentData(Rule):
                            f"`prepare` then shards different datasets, so samples are skipped and held-out ones "
                            f"train on other ranks; pass a fixed `{keyword}=`")
             yield Finding(call, message, evidence=((loader, "the split reaches this prepared loader"),))
+        yield from _unseeded_samplers(model)
+
+
+def _unseeded_samplers(model: FileModel) -> Iterable[Finding]:
+    """A sampler of a class of this file that draws its order from Python's or numpy's global
+    generator, which nothing in the file seeds, given to a loader ``prepare`` shards."""
+    qualify = model.index.imports.qualify_expr
+    seeded = {family for family, seeders in _GLOBAL_SEEDERS.items()
+              if any((qualify(c.func) or "") in seeders for c in model.index.calls)}
+    if seeded == set(_GLOBAL_DRAWS):
+        return
+    for loader in model.objects.prepared_origins:
+        if not (isinstance(loader, cst.Call) and model.objects.constructs_loader(loader)):
+            continue
+        for arg in loader.args:
+            if arg.keyword is None or arg.keyword.value not in ("sampler", "batch_sampler"):
+                continue
+            value = model.value_at(arg.value)
+            made = value.origin if value is not None and isinstance(value.origin, cst.Call) else arg.value
+            cls = model.index.classes.get(dotted_name(made.func) or "") if isinstance(made, cst.Call) else None
+            if cls is None:
+                continue
+            calls = [c for c in model.index.calls if model.index.class_of(model.scope_of(c)) is cls]  # its methods'
+            draw = next((c for c in calls for family, draws in _GLOBAL_DRAWS.items()
+                         if family not in seeded and (qualify(c.func) or "") in draws), None)
+            if draw is None:
+                continue
+            yield Finding(made, f"{quote(model.code(made.func) + '(...)')} draws its order from "
+                                f"`{model.code(draw.func)}()`, which nothing in the file seeds: each process seeds "
+                                f"it on its own, so every rank draws a different order and `prepare` gives each "
+                                f"rank its share of a different one (some samples train on several ranks, others "
+                                f"on none); seed it the same on every rank (`set_seed(seed)`)",
+                          evidence=((draw, "an unseeded draw of the process's global generator"),
+                                    (loader, "the loader `prepare` shards")))
 
 
 def _seed_keyword(model: FileModel, call: cst.Call) -> str | None:
