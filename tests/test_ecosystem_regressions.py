@@ -1245,6 +1245,35 @@ CASES = {
             accelerator = Accelerator()
             save(accelerator, options, accelerator.prepare(make_model()))
         """, [(7, "AL401")]),
+    # Loaders kept in a dict, one item prepared: a comprehension over constant keys makes one
+    # item per key, and an item a method assigns on `self` is what the other methods read. The
+    # item never given to `prepare` is reported as such; the prepared one is not.
+    "items_of_a_dict_of_loaders_by_comprehension_and_on_self": ("""
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForCausalLM
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
+        loaders = {split: DataLoader(data[split], batch_size=8) for split in ("train", "val")}
+        loaders["train"] = accelerator.prepare(loaders["train"])
+        for batch in loaders["train"]:
+            accelerator.backward(model(**batch).loss)
+        for batch in loaders["val"]:
+            accelerator.gather_for_metrics(model(**batch).logits)
+
+        class Trainer:
+            def __init__(self):
+                self.model = accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
+                self.loaders = {"train": DataLoader(a, batch_size=8), "val": DataLoader(b, batch_size=8)}
+                self.loaders["train"] = accelerator.prepare(self.loaders["train"])
+
+            def fit(self):
+                for batch in self.loaders["train"]:
+                    accelerator.backward(self.model(**batch).loss)
+                for batch in self.loaders["val"]:
+                    accelerator.gather_for_metrics(self.model(**batch).logits)
+        """, [(11, "AL201"), (23, "AL201")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator
@@ -1589,3 +1618,12 @@ def test_a_method_testing_self_is_no_passed_flag():
     """).lstrip("\n")
     result = lint_source(source, "saver.py", Config())
     assert result.errors == [] and [(d.line, d.code) for d in result.diagnostics] == []
+
+
+def test_an_item_never_given_to_prepare_is_not_said_to_hold_the_given_loader():
+    # both items of the comprehension come from one expression, and only `loaders["train"]` went
+    # to `prepare`: the message about `loaders["val"]` must not say it holds the loader given there
+    source, _ = CASES["items_of_a_dict_of_loaders_by_comprehension_and_on_self"]
+    result = lint_source(textwrap.dedent(source).lstrip("\n"), "items.py", Config())
+    message = next(d.message for d in result.diagnostics if d.line == 11)
+    assert "never passed to `accelerator.prepare()`" in message

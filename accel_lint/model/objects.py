@@ -822,8 +822,11 @@ class ObjectTracker:
             return self._call_value(expr, env)
         if isinstance(expr, cst.Subscript):
             item = item_key(expr)
-            if item is not None and item in env:
-                return env[item]  # `loaders["val"]`, bound from a dict display or assigned by key
+            held = self.lookup(item, env, self._scope) if item is not None else None
+            if held is not None:
+                # `loaders["val"]`, bound from a dict display or assigned by key (here, in another
+                # method of the class for `self.loaders["val"]`, or at module level)
+                return held
             base = self.value_of(expr.value, env)
             if base is not None and base.container:
                 return replace(base, container=False, origin=expr if base.origin is not None else None)
@@ -1191,8 +1194,9 @@ class ObjectTracker:
             holder = parents.get(expr)
             if type(holder) is cst.Subscript and holder.value is expr:
                 item = item_key(holder)
-                if item is not None and item in env:
-                    self._current.values[holder] = env[item]
+                held = self.lookup(item, env, self._scope) if item is not None else None
+                if held is not None:
+                    self._current.values[holder] = held
             v = self.lookup(key, env, self._scope)
             if _unknown(v) and self._used_as_accelerator(expr) and not self.is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
@@ -1340,6 +1344,7 @@ class ObjectTracker:
             if item is not None:
                 env[item] = value if value is not None else Value()
                 self._items_known = True
+                self._bind_class_item(item, env[item])
             elif base is not None:
                 _forget_items(base, env)  # `loaders[k] = ...`: any item may have changed
             return
@@ -1409,6 +1414,8 @@ class ObjectTracker:
             self._bind(target, self.value_of(value_expr, env) or Value(origin=value_expr), env)
             if isinstance(value_expr, cst.Dict):
                 self._bind_items(target, value_expr, env)
+            elif isinstance(value_expr, cst.DictComp):
+                self._bind_comprehension_items(target, value_expr, env)
 
     def _augment(self, aug: cst.AugAssign, env: Env) -> None:
         """``name += part``: the new value is made from the old one and ``part`` (both are its
@@ -1423,6 +1430,34 @@ class ObjectTracker:
         elif old.kind is None and not old.is_acc and not old.container and old.prepared == NO:
             env[key] = Value(alternatives=old.origins() | {aug.value})
 
+    def _bind_comprehension_items(self, target: cst.BaseExpression, comp: cst.DictComp, env: Env) -> None:
+        """``loaders = {split: DataLoader(data[split]) for split in ("train", "val")}``: one item
+        per constant key the comprehension runs over, each holding what its value makes."""
+        base = dotted_name(target)
+        loop = comp.for_in
+        if base is None or loop.inner_for_in is not None or loop.ifs or type(loop.target) is not cst.Name \
+                or type(comp.key) is not cst.Name or comp.key.value != loop.target.value \
+                or type(loop.iter) not in (cst.Tuple, cst.List):
+            return
+        keys = [e.value.evaluated_value for e in loop.iter.elements if type(e.value) is cst.SimpleString]
+        if len(keys) != len(loop.iter.elements):
+            return
+        value = self.value_of(comp.value, env)
+        if value is None or value.kind is None:
+            return
+        for key in keys:
+            env[f"{base}[{key!r}]"] = value
+            self._bind_class_item(f"{base}[{key!r}]", value)
+        self._items_known = True
+
+    def _bind_class_item(self, item: str, value: Value) -> None:
+        """``self.loaders["train"] = ...`` in a method: the item is the object's, and the other
+        methods read it (as they read ``self.loaders``)."""
+        if item.startswith("self.") and isinstance(self._scope, cst.FunctionDef):
+            cls = self.index.class_of(self._scope)
+            if cls is not None:
+                self._current.class_binds.append((cls.name, item, value))
+
     def _bind_items(self, target: cst.BaseExpression, display: cst.Dict, env: Env) -> None:
         """``loaders = {"train": DataLoader(...), "val": DataLoader(...)}``: each item under a
         constant key is known by that key (``loaders["val"]``), whatever the others hold."""
@@ -1436,6 +1471,7 @@ class ObjectTracker:
                 if isinstance(key, str) and value is not None and value.kind is not None:
                     env[f"{base}[{key!r}]"] = value
                     self._items_known = True
+                    self._bind_class_item(f"{base}[{key!r}]", value)
 
     def _block(self, stmts, env: Env | None) -> Env | None:
         for stmt in stmts:

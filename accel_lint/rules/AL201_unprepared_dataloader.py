@@ -287,7 +287,7 @@ for batch in eval_dl:  # expect: AL201
                 where = "a training" if train else "an evaluation"
                 # `prepare` returns a new, sharded loader and leaves its argument as it was: what
                 # matters is whether the object iterated here is a result of `prepare`
-                if any(model.was_prepared(o) for o in origins):
+                if any(model.was_prepared(o) for o in origins) and not _another_item_was_prepared(model, loader):
                     what = (f"`{name}` is iterated in {where} loop but holds the loader given to `{acc}.prepare()`, not the "
                             f"sharded one it returned")
                 elif len(origins) == 1 and model.scope_of(next(iter(origins))) is not model.scope_of(loop):
@@ -337,6 +337,17 @@ def _message(what: str, train: bool) -> str:
     if train:
         return f"{what}; every rank trains on the full dataset, so N processes do the work of one"
     return f"{what}; every rank evaluates the full dataset and gathered metrics count each sample N times"
+
+
+def _another_item_was_prepared(model: FileModel, loader: cst.BaseExpression) -> bool:
+    """``loaders["val"]`` of a container whose ``loaders["train"]`` went to ``prepare``: both
+    items were built by one comprehension (one origin), and this one never reached it."""
+    if not isinstance(loader, cst.Subscript):
+        return False
+    base = dotted_name(loader.value)
+    given = [a.value for call in model.objects.prepare_calls for a in call.args if isinstance(a.value, cst.Subscript)
+             and dotted_name(a.value.value) == base]
+    return bool(given) and all(model.code(g) != model.code(loader) for g in given)
 
 
 def _unprepared_origins(model: FileModel, value) -> frozenset | None:
