@@ -1274,6 +1274,30 @@ CASES = {
                 for batch in self.loaders["val"]:
                     accelerator.gather_for_metrics(self.model(**batch).logits)
         """, [(11, "AL201"), (23, "AL201")]),
+    # A dict display with constant keys keeps what each key holds, also when a function of the
+    # file returns it: the prepared model under "model" (its `generate` is not the wrapper's), the
+    # plain loader under "val".
+    "a_returned_dict_keeps_its_items": ("""
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForCausalLM
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
+
+        def components():
+            return {"model": model, "steps": 100}
+
+        def loaders():
+            return {"train": DataLoader(a, batch_size=8), "val": DataLoader(b, batch_size=8)}
+
+        parts = components()
+        parts["model"].generate(prompt)
+        built = loaders()
+        train = accelerator.prepare(built["train"])
+        for batch in built["val"]:
+            accelerator.gather_for_metrics(model(**batch).logits)
+        """, [(15, "AL501"), (18, "AL201")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator

@@ -81,6 +81,8 @@ class Value:
     alternatives: frozenset = frozenset()
     # a tuple a function returns (`return model, plugin, accelerator`): what each item holds
     elements: tuple | None = None
+    # a dict display with constant keys (`return {"model": model, "steps": n}`): (key, value) pairs
+    items: tuple | None = None
 
     def origins(self) -> frozenset:
         """Every creation expression this value may hold."""
@@ -118,7 +120,24 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         prepared_at=a.prepared_at or b.prepared_at,
         elements=tuple(merge(x, y) for x, y in zip(a.elements, b.elements))
         if a.elements is not None and b.elements is not None and len(a.elements) == len(b.elements) else None,
+        items=_merge_items(a.items, b.items),
     )
+
+
+def _merge_items(a: tuple | None, b: tuple | None) -> tuple | None:
+    """The items two dict values both hold under the same keys, each merged."""
+    if a is None or b is None:
+        return None
+    other = dict(b)
+    merged = tuple((key, merge(value, other[key])) for key, value in a if key in other)
+    return merged or None
+
+
+def item_of(value: Value | None, key: object) -> Value | None:
+    """What a dict value holds under a constant key (``parts["model"]``), when known."""
+    if value is None or value.items is None:
+        return None
+    return dict(value.items).get(key)
 
 
 Env = dict[str, Value]
@@ -155,6 +174,11 @@ def item_key(expr: cst.BaseExpression) -> str | None:
     if base is None or not isinstance(key, str):
         return None
     return f"{base}[{key!r}]"
+
+
+def _item_name(expr: cst.Subscript) -> object:
+    """The constant key of ``loaders["val"]`` (``item_key`` has made sure there is one)."""
+    return expr.slice[0].slice.value.evaluated_value
 
 
 def _forget_items(base: str | None, env: Env) -> None:
@@ -295,7 +319,7 @@ def _passed_on(returned: Value | None) -> Value | None:
     accelerator, a prepared object, an object of a known kind (``return DataLoader(...)``) or a
     tuple of values is passed on to the caller."""
     if returned is not None and (returned.is_acc or returned.prepared != NO or returned.elements is not None
-                                 or returned.kind in WRAPPED_KINDS):
+                                 or returned.items is not None or returned.kind in WRAPPED_KINDS):
         return returned
     return None
 
@@ -828,8 +852,12 @@ class ObjectTracker:
                 # method of the class for `self.loaders["val"]`, or at module level)
                 return held
             base = self.value_of(expr.value, env)
+            if item is not None:
+                known = item_of(base, _item_name(expr))
+                if known is not None:
+                    return known  # `parts["model"]` of `parts = build()`, which returns a dict display
             if base is not None and base.container:
-                return replace(base, container=False, origin=expr if base.origin is not None else None)
+                return replace(base, container=False, origin=expr if base.origin is not None else None, items=None)
             return None
         if isinstance(expr, cst.IfExp):
             known = self.index.known_test(expr.test)
@@ -908,19 +936,31 @@ class ObjectTracker:
         all objects of one kind; an item read from it (``loaders["train"]``) may be any of them."""
         if not expr.elements:
             return Value(container=True)  # `loaders = {}`: filled item by item later
+        items = self._display_items(expr, env)
         joined: Value | None = None
         for element in expr.elements:
             if not isinstance(element, cst.DictElement):
                 return None
             value = self.value_of(element.value, env)
             if value is None or value.kind is None or value.is_acc or value.container:
-                return None
+                return Value(origin=expr, items=items) if items else None
             if joined is not None and joined.kind != value.kind:
-                return None
+                return Value(origin=expr, items=items) if items else None
             joined = value if joined is None else merge(joined, value)
         if joined is None:
             return None
-        return replace(joined, container=True, origin=None, alternatives=joined.origins())
+        return replace(joined, container=True, origin=None, alternatives=joined.origins(), items=items)
+
+    def _display_items(self, expr: cst.Dict, env: Env) -> tuple | None:
+        """(key, value) for each item of a dict display under a constant string key whose value
+        the model knows as an object (``{"model": model, "lr": 1e-4}``: only ``model``)."""
+        items = []
+        for element in expr.elements:
+            if isinstance(element, cst.DictElement) and type(element.key) is cst.SimpleString:
+                value = self.value_of(element.value, env)
+                if value is not None and (value.kind is not None or value.is_acc or value.prepared != NO):
+                    items.append((element.key.evaluated_value, value))
+        return tuple(items) or None
 
     def is_acc_constructor(self, call: cst.Call) -> bool:
         name = dotted_name(call.func)
@@ -966,7 +1006,8 @@ class ObjectTracker:
         if target is not None:
             self._read(("returns", target))
             returned = _passed_on(self.summaries[target].returns)
-            if returned is not None and returned.prepared == NO and not returned.is_acc and returned.elements is None:
+            if returned is not None and returned.prepared == NO and not returned.is_acc and returned.elements is None \
+                    and returned.items is None:
                 # a new object on every call (`make_loader()` twice is two loaders): made here
                 return replace(returned, origin=call, alternatives=frozenset())
             if returned is not None:
@@ -1195,6 +1236,8 @@ class ObjectTracker:
             if type(holder) is cst.Subscript and holder.value is expr:
                 item = item_key(holder)
                 held = self.lookup(item, env, self._scope) if item is not None else None
+                if held is None and item is not None:
+                    held = item_of(self.lookup(key, env, self._scope), _item_name(holder))
                 if held is not None:
                     self._current.values[holder] = held
             v = self.lookup(key, env, self._scope)
