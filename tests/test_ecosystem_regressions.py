@@ -1298,6 +1298,43 @@ CASES = {
         for batch in built["val"]:
             accelerator.gather_for_metrics(model(**batch).logits)
         """, [(15, "AL501"), (18, "AL201")]),
+    # A function that hands a same-file helper performing collectives to other code (a save hook)
+    # has op sequences the model cannot see: unknown, so the guarded save_state in it is not
+    # reported (the per-call-context analysis must keep this).
+    "an_opaque_callback_keeps_its_function_silent": ("""
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(make_model())
+
+        def gather_hook(models, weights, out):
+            accelerator.wait_for_everyone()
+
+        def main(steps):
+            fsdp_on = getattr(accelerator.state, "fsdp_plugin", None) is not None
+            accelerator.register_save_state_pre_hook(gather_hook)
+            for step in range(steps):
+                if accelerator.is_main_process or fsdp_on:
+                    accelerator.save_state("ckpt")
+
+        main(10)
+        """, []),
+    # A class built only in a function no call of the file reaches (a job runner another module
+    # calls) runs its __init__ as any method that uses the accelerator: on every rank.
+    "an_init_built_where_callers_are_unknown_runs_on_every_rank": ("""
+        from accelerate import Accelerator
+
+        class Job:
+            def __init__(self, folder):
+                self.accelerator = Accelerator()
+                self.model = self.accelerator.prepare(make_model())
+                with open(folder + "/job.json", "w") as f:
+                    f.write("{}")
+
+        def run_job(folder):
+            job = Job(folder)
+            return job
+        """, [(7, "AL401")]),
     "a_value_bound_before_break_reaches_past_the_loop": ("""
         import os
         from accelerate import Accelerator

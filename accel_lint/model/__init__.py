@@ -1638,7 +1638,18 @@ class FileModel:
     def _runs_on_every_rank(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
         if self.ops.function_guard(scope) is not None:
             return False
-        sites = self.ops.call_sites(scope) or self._constructions_of(scope)
+        sites = self.ops.call_sites(scope)
+        constructions = [] if sites else self._constructions_of(scope)
+        if constructions:
+            # a class's __init__: it runs wherever the class is built. Built under a rank guard
+            # everywhere: not every rank; built where every rank runs: every rank; built in code
+            # whose callers are unknown: as a method that uses the accelerator
+            live = [c for c in constructions if not self.never_runs(c) and self.rank_guard_of(c) is None]
+            if not live:
+                return False
+            if any(self.runs_on_every_rank(self.index.scope_of(c), _seen | {scope}) for c in live):
+                return True
+            return scope in self._scopes_using_an_accelerator
         if sites and self.index.dead_arms:
             sites = [site for site in sites if not self.never_runs(site)]  # (a call no launch makes)
             if not sites:

@@ -337,8 +337,11 @@ class OpAnalysis:
         for op in found.values():
             self.divergences.append(Divergence(op, scope))
 
-    def _divergent_ops(self, scope: ScopeNode, constants: tuple, found: dict[int, Op]) -> None:
+    def _divergent_ops(self, scope: ScopeNode, constants: tuple, into: dict[int, Op]) -> None:
+        """Adds to ``into`` the ops whose presence differs between rank classes in ``scope``'s walk
+        with ``constants``; nothing where some class's sequence holds an opaque op."""
         classes = self.ranks.classes
+        found: dict[int, Op] = {}
         seqs = {}
         for cls in classes:
             seqs[cls.name], forks = self.summary(scope, cls, constants).flat()
@@ -367,6 +370,8 @@ class OpAnalysis:
                 for _, op in base[i1:i2] + other[j1:j2]:
                     if op is not None:
                         found.setdefault(id(op.node), op)
+        for key, op in found.items():
+            into.setdefault(key, op)
 
     def same_cycle(self, caller: ScopeNode, callee: cst.FunctionDef) -> bool:
         """Whether ``callee`` can call back into ``caller`` (same strongly connected component)."""

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import MAYBE, YES, FileModel
+from ..model import MAYBE, YES, FileModel, dotted_name
 from .base import Finding, Fix, Rule
 
 _TQDM = {"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange", "tqdm.auto.trange", "tqdm.std.tqdm"}
@@ -122,6 +123,12 @@ class PerRankPrint(Rule):
             state = load_checkpoint(model)
         except Exception:
             print("no checkpoint, starting over")  # expect: AL403
+        try:
+            if accelerator.is_main_process:
+                upload(model)
+            record_status(model)  # fails on any rank
+        except Exception as error:
+            print("status update failed:", error)  # expect: AL403
         """,
         """\
         from accelerate import Accelerator
@@ -234,19 +241,49 @@ def _chosen_by_rank(model: FileModel, call: cst.Call) -> bool:
 
 
 def _in_except_handler(model: FileModel, call: cst.Call) -> bool:
-    """In an ``except`` block of its function whose ``try`` holds work under a rank test
-    (``if accelerator.is_main_process: env.reset()``): the failure it reports may be that one
-    rank's own, which ``accelerator.print`` would drop. (A ``try`` every rank runs alike fails
-    alike on every rank, and its message is printed once per process.)"""
+    """In an ``except`` block whose ``try`` does its failing work under a rank test
+    (``if accelerator.is_main_process: env.reset()``) and, outside it, only calls that fail
+    alike on every rank (collectives, builtins, torch's tensor constructors, ``.to()``): the
+    failure it reports is that rank's own, which ``accelerator.print`` would drop. (A ``try``
+    every rank runs alike fails alike on every rank, and its message is printed once per
+    process.)"""
     for parent in model.ancestors(call):
         if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
         if isinstance(parent, cst.ExceptHandler):
             attempt = model.index.parents.get(parent)
-            return isinstance(attempt, cst.Try) and any(
-                type(node) is cst.If and model.ranks.is_rank_dependent(node.test)
-                for node in model.index.walk(attempt.body))
+            return isinstance(attempt, cst.Try) and _fails_on_one_rank(model, attempt.body)
     return False
+
+
+def _fails_on_one_rank(model: FileModel, body: cst.CSTNode) -> bool:
+    guarded = False
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.If and model.ranks.is_rank_dependent(node.test):
+            guarded = True
+            continue  # (what it runs is one rank's)
+        if type(node) is cst.ExceptHandler or isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue  # (runs only after a failure, or not here)
+        if type(node) is cst.Call and not _fails_alike(model, node):
+            return False
+        stack.extend(model.index.children.get(node, ()))
+    return guarded
+
+
+def _fails_alike(model: FileModel, call: cst.Call) -> bool:
+    """A call that raises on every rank or on none: a collective, a builtin, a tensor made by
+    torch, a move to a device."""
+    if model.op_kind(call) is not None:
+        return True
+    qualified = model.index.imports.qualify_expr(call.func) or dotted_name(call.func) or ""
+    if qualified in _BUILTIN_NAMES or qualified.startswith(("torch.", "accelerate.utils.")):
+        return True
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "unsqueeze", "cpu")
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def _under_rank_test(model: FileModel, call: cst.Call) -> bool:
