@@ -1559,7 +1559,7 @@ class FileModel:
         """For a helper, the first same-file call that runs it on every rank (for messages)."""
         if isinstance(scope, cst.Module):
             return None
-        for site in self.ops.call_sites(scope) or self._constructions_of(scope):
+        for site in self.ops.call_sites(scope) or self.constructions_of(scope):
             if self.rank_guard_of(site) is None and not self.never_runs(site) \
                     and self.runs_on_every_rank(self.index.scope_of(site)):
                 return site
@@ -1639,7 +1639,7 @@ class FileModel:
         if self.ops.function_guard(scope) is not None:
             return False
         sites = self.ops.call_sites(scope)
-        constructions = [] if sites else self._constructions_of(scope)
+        constructions = [] if sites else self.constructions_of(scope)
         if constructions:
             # a class's __init__: it runs wherever the class is built. Built under a rank guard
             # everywhere: not every rank; built where every rank runs: every rank; built in code
@@ -1672,7 +1672,7 @@ class FileModel:
             return False  # every caller in the other modules of the tree calls it under a rank guard
         return scope in self._scopes_using_an_accelerator
 
-    def _constructions_of(self, scope: ScopeNode) -> list[cst.Call]:
+    def constructions_of(self, scope: ScopeNode) -> list[cst.Call]:
         """For a class's ``__init__``: the calls of this file that construct the class (``Tracker(out)``
         runs ``Tracker.__init__``)."""
         if not isinstance(scope, cst.FunctionDef) or scope.name.value != "__init__":

@@ -89,8 +89,33 @@ class PreprocessRace(Rule):
         prompts = raw["test"].map(build_prompt, keep_in_memory=True)
         table = Dataset.from_list(rows).map(tokenize, batched=True)
         """,
+        # a dataset class whose __init__ downloads, built above the line that makes the accelerator
+        """\
+        import torchvision
+        from accelerate import Accelerator
+
+        class Digits:
+            def __init__(self):
+                self.data = torchvision.datasets.MNIST("./data", download=True)
+
+        dataset = Digits()
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        """,
     ]
     INVALID = [
+        """\
+        import torchvision
+        from accelerate import Accelerator
+
+        class Digits:
+            def __init__(self):
+                self.data = torchvision.datasets.MNIST("./data", download=True)  # expect: AL404
+
+        accelerator = Accelerator()
+        dataset = Digits()
+        model = accelerator.prepare(model)
+        """,
         """\
         from accelerate import Accelerator
         from datasets import load_dataset
@@ -169,11 +194,25 @@ def _accelerator_reaches(model: FileModel, scope, _seen: frozenset = frozenset()
     module level), or in a same-file function that calls it. A function that only
     a framework's class uses (a Trainer subclass's ``self.accelerator``) gives nothing to a
     ``main()`` that never sees one."""
-    if model.accelerators_visible_in(scope) or any(model.scope_of(c) is scope for c in model.objects.acc_constructors):
+    if any(model.scope_of(c) is scope for c in model.objects.acc_constructors):
         return True
+    if model.accelerators_visible_in(scope):
+        return not _runs_before_the_accelerator(model, scope)
     if not isinstance(scope, cst.FunctionDef) or scope in _seen:
         return False
     return any(_accelerator_reaches(model, model.scope_of(site), _seen | {scope}) for site in model.ops.call_sites(scope))
+
+
+def _runs_before_the_accelerator(model: FileModel, scope) -> bool:
+    """A function (or a class's ``__init__``) that module-level code alone calls (or builds), on
+    lines before the module's accelerator is made: the accelerator it sees does not exist yet
+    when it runs (``dataset = MnistDataset()`` above ``accelerator = Accelerator()``)."""
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    sites = model.ops.call_sites(scope) or model.constructions_of(scope)
+    made = [c for c in model.objects.acc_constructors if isinstance(model.scope_of(c), cst.Module)]
+    return bool(sites and made) and all(isinstance(model.scope_of(s), cst.Module) for s in sites) \
+        and max(model.line_of(s) for s in sites) < min(model.line_of(c) for c in made)
 
 
 def _preprocessing(model: FileModel, call: cst.Call) -> str | None:
