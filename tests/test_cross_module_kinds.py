@@ -589,3 +589,39 @@ def test_a_class_of_another_module_that_iterates_unprepared_loaders_is_reported_
                                                              after="loader = Interleave(near, far)"))
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert found == [], found
+
+
+CARDS = """\
+import json
+
+
+class Card:
+    def write_card(self, folder):
+        with open(folder + "/card.json", "w") as f:
+            json.dump(self.fields, f)
+
+    def write_notes(self, folder):
+        with open(folder + "/notes.txt", "w") as f:
+            f.write("notes")
+"""
+
+USES_CARDS = """\
+from accelerate import Accelerator
+from cards import Card
+
+accelerator = Accelerator()
+model = accelerator.prepare(make_model())
+card = Card()
+card.write_card("out")
+card.write_notes("out")
+"""
+
+
+def test_writes_whose_names_hold_spaces_travel_between_modules(tmp_path: Path):
+    # two methods of one class whose writes are `open(..., 'w')`: the facts another module gets
+    # keep each write whole (they crashed AL401 when split on spaces)
+    (tmp_path / "cards.py").write_text(CARDS)
+    (tmp_path / "uses_cards.py").write_text(USES_CARDS)
+    code, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
+    assert code == 1  # findings, no internal error (exit 2)
+    assert [(d["path"], d["line"]) for d in found] == [("uses_cards.py", 7), ("uses_cards.py", 8)], found

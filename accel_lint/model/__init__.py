@@ -651,14 +651,15 @@ class FileModel:
         """The same for the methods of this module's top-level classes that write whenever they
         run (``def save(self, out_dir): torch.save(..., os.path.join(out_dir, "model.pt"))``):
         class -> ``"<method>|<position of the path among the call's arguments, or ->|<the
-        write>|<its line>"`` space-separated, one per method."""
+        write>|<its line>"``, one line per method."""
         found: dict[str, list[str]] = {}
         for name, cls in self.index.classes.items():
             if cls.node not in self.index.module.body:
                 continue
             for method, detail in self._unconditional_writes(cls.methods, bound=True).items():
                 found.setdefault(name, []).append(f"{method}|{detail}")
-        return {name: " ".join(details) for name, details in found.items()}
+        # one line per method: what a write is called may hold spaces (`open(..., 'w')`)
+        return {name: "\n".join(details) for name, details in found.items()}
 
     def _unconditional_writes(self, functions: dict[str, cst.FunctionDef], bound: bool) -> dict[str, str]:
         """``writing_functions`` over ``functions`` (``bound``: methods, whose first parameter
@@ -1767,7 +1768,7 @@ class FileModel:
         out = []
         writers = {name: detail for name, facts in self.external.items()
                    for kind, detail in facts if kind == WRITES_FILE}
-        methods = {name: dict(d.split("|", 1) for d in detail.split(" ")) for name, facts in self.external.items()
+        methods = {name: dict(d.split("|", 1) for d in detail.split("\n")) for name, facts in self.external.items()
                    for kind, detail in facts if kind == WRITING_METHODS}
         for call in self.index.calls:
             w = classify_write(call, self.index.imports, self.library, self._origins_of)
@@ -1793,7 +1794,8 @@ class FileModel:
         if detail is None:
             return None
         name = dotted_name(call.func) or self.code(call.func)
-        position, what, line = detail.split("|")
+        position, rest = detail.split("|", 1)
+        what, line = rest.rsplit("|", 1)  # (what the write is called may hold a `|`)
         path = None
         if position != "-":
             positional = [a for a in call.args if a.keyword is None and not a.star]
