@@ -26,7 +26,6 @@ When the model cannot decide, it answers "unknown", and rules report nothing.
 
 from __future__ import annotations
 
-import builtins
 from dataclasses import replace
 from functools import cached_property
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from .lengths import LoaderLengths
 from . import composites
 from .moves import rank_branch_of
 from .rank_data import RankData
-from .names import bound_names, dotted_name, last_attr, none_comparison
+from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
@@ -104,11 +103,13 @@ def shorten(text: str, limit: int = 70) -> str:
 RANK_SOURCE_NAMES = frozenset({"environ", "getenv", "get_rank", "process_index", "is_main_process",
                                "local_process_index", "is_local_main_process", "get_local_rank"})
 
-_BUILTINS = frozenset(dir(builtins))
 # downloads into a folder that every rank would write at once (huggingface_hub's are not here: they
 # lock each file, so ranks that download at once wait for one another and reuse the cache)
 _DOWNLOAD_CALLS = frozenset({"urllib.request.urlretrieve"})
 
+
+# what an `_in_arm_where` verdict returns to pick both arms of a test
+_EITHER_ARM = object()
 
 # torch's sampler that gives each rank its own part of the data
 _DISTRIBUTED_SAMPLERS = frozenset({"torch.utils.data.DistributedSampler",
@@ -968,7 +969,7 @@ class FileModel:
         if not stars:
             return []
         called = {call.func.value for call in self.index.calls if type(call.func) is cst.Name}
-        free = called - self.index.bindings.keys() - imported.keys() - modules.keys() - _BUILTINS
+        free = called - self.index.bindings.keys() - imported.keys() - modules.keys() - BUILTIN_NAMES
         return [(level, module, name) for level, module in stars for name in sorted(free)]
 
     def _in_condition(self, call: cst.Call) -> bool:
@@ -1145,15 +1146,7 @@ class FileModel:
         process's index (``if args.rank == 0:`` with ``args.rank`` from a package the linter
         cannot read): it may be the program's own rank guard, so whether every rank runs
         ``node`` is unknown (see :mod:`.undecided`)."""
-        child = node
-        for parent in self.index.ancestors(node):
-            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-                return False
-            if type(parent) in (cst.If, cst.IfExp) and child is not parent.test \
-                    and undecided_rank_test(self, parent.test):
-                return True
-            child = parent
-        return False
+        return self._in_arm_where(node, lambda test: _EITHER_ARM if undecided_rank_test(self, test) else None)
 
     def without_accelerator_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs only where an accelerator the code is handed is absent: in the
@@ -1164,14 +1157,14 @@ class FileModel:
         """Whether ``node`` sits, in its own function, in the arm of an ``if`` (or conditional
         expression) that ``verdict`` picks: ``verdict(test)`` says what the test being true means
         (True, False, or None for nothing), and the body is that arm when it is True, the ``else``
-        when it is False."""
+        when it is False; ``_EITHER_ARM`` picks both."""
         child = node
         for parent in self.index.ancestors(node):
             if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
                 return False
             if type(parent) in (cst.If, cst.IfExp) and child is not parent.test:
                 said = verdict(parent.test)
-                if said is not None and said == (child is parent.body):
+                if said is _EITHER_ARM or said is not None and said == (child is parent.body):
                     return True
             child = parent
         return False

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .names import ImportMap, dotted_name, none_comparison
+from .names import ImportMap, bound_targets, dotted_name, none_comparison
 from .syntax import syntax_children
 
 ScopeNode = cst.Module | cst.FunctionDef
@@ -374,7 +374,7 @@ class FileIndex:
                 literal = node.value.value if type(node.value) is cst.Name and node.value.value in ("True", "False") \
                     else None
                 for target in node.targets:
-                    for element in _flat_targets(target.target):
+                    for element in bound_targets(target.target):
                         if type(element) is not cst.Attribute:
                             continue
                         owner = self._self_class(element)
@@ -653,11 +653,3 @@ class FileIndex:
                     return found
         return None
 
-
-def _flat_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The names and attributes an assignment target binds (through tuples and lists)."""
-    if type(target) in (cst.Tuple, cst.List):
-        return [t for element in target.elements for t in _flat_targets(element.value)]
-    if type(target) is cst.StarredElement:
-        return _flat_targets(target.value)
-    return [target]

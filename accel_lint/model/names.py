@@ -7,7 +7,12 @@ that provider costs several times the parse on large trees, and the model needs 
 
 from __future__ import annotations
 
+import builtins
+
 import libcst as cst
+
+# the names Python binds in every module (`len`, `print`, `range`, ...)
+BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -27,15 +32,20 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def bound_names(target: cst.BaseExpression) -> list[str]:
-    """The dotted names an assignment target binds: ``a``, ``self.x``, each name of ``a, (b, *c)``."""
+def bound_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The expressions an assignment target binds, through tuples, lists and ``*``: ``a``,
+    ``self.x``, ``items[k]``, each of ``a, (b, *c)``."""
     kind = type(target)
     if kind is cst.Tuple or kind is cst.List:
-        return [name for element in target.elements for name in bound_names(element.value)]
+        return [bound for element in target.elements for bound in bound_targets(element.value)]
     if kind is cst.StarredElement:
-        return bound_names(target.value)
-    name = dotted_name(target)
-    return [name] if name is not None else []
+        return bound_targets(target.value)
+    return [target]
+
+
+def bound_names(target: cst.BaseExpression) -> list[str]:
+    """The dotted names an assignment target binds: ``a``, ``self.x``, each name of ``a, (b, *c)``."""
+    return [name for bound in bound_targets(target) if (name := dotted_name(bound)) is not None]
 
 
 def none_comparison(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:

@@ -1489,9 +1489,15 @@ class ObjectTracker:
         if value is None or value.kind is None:
             return
         for key in keys:
-            env[f"{base}[{key!r}]"] = value
-            self._bind_class_item(f"{base}[{key!r}]", value)
+            self._bind_item(base, key, value, env)
+
+    def _bind_item(self, base: str, key: str, value: Value, env: Env) -> None:
+        """``base[key]`` holds ``value`` (``item_key``'s form), for this method and, on ``self``,
+        the class's other methods."""
+        item = f"{base}[{key!r}]"
+        env[item] = value
         self._items_known = True
+        self._bind_class_item(item, value)
 
     def _bind_class_item(self, item: str, value: Value) -> None:
         """``self.loaders["train"] = ...`` in a method: the item is the object's, and the other
@@ -1512,9 +1518,7 @@ class ObjectTracker:
                 key = element.key.evaluated_value
                 value = self.value_of(element.value, env)
                 if isinstance(key, str) and value is not None and value.kind is not None:
-                    env[f"{base}[{key!r}]"] = value
-                    self._items_known = True
-                    self._bind_class_item(f"{base}[{key!r}]", value)
+                    self._bind_item(base, key, value, env)
 
     def _block(self, stmts, env: Env | None) -> Env | None:
         for stmt in stmts:

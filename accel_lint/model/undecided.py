@@ -18,19 +18,15 @@ returned are known and stay decided.
 
 from __future__ import annotations
 
-import builtins
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .names import dotted_name
+from .names import BUILTIN_NAMES, bound_targets, dotted_name
 from .objects import arguments_by_parameter
 
 if TYPE_CHECKING:
     from . import FileModel
-
-_BUILTINS = frozenset(dir(builtins))
-
 
 def undecided_rank_test(model: FileModel, test: cst.BaseExpression) -> bool:
     """Whether ``test`` (through ``and``/``or``/``not``) compares an opaque value with the index
@@ -129,7 +125,7 @@ def _unreadable_call(model: FileModel, call: cst.Call) -> bool:
     if call.args or model.index.resolve_call(call) is not None:
         return False
     name = dotted_name(call.func)
-    if name is None or name in _BUILTINS or name in model.external:
+    if name is None or name in BUILTIN_NAMES or name in model.external:
         return False
     root = name.split(".")[0]
     if type(call.func) is cst.Attribute:
@@ -149,26 +145,18 @@ def _bindings(model: FileModel, scope: cst.CSTNode, key: str) -> list[tuple[cst.
             continue
         if type(node) is cst.Assign:
             for target in node.targets:
-                elements = _targets(target.target)
+                elements = bound_targets(target.target)
                 for element in elements:
                     if dotted_name(element) == key:
                         out.append((element, node.value, element is not target.target))
         elif type(node) in (cst.AnnAssign, cst.AugAssign) and dotted_name(node.target) == key:
             value = node.value if type(node) is cst.AnnAssign and node.value is not None else node.target
             out.append((node.target, value, False))
-        elif type(node) in (cst.For, cst.CompFor) and any(dotted_name(t) == key for t in _targets(node.target)):
+        elif type(node) in (cst.For, cst.CompFor) and any(dotted_name(t) == key for t in bound_targets(node.target)):
             out.append((node.target, node.target, False))
         elif type(node) is cst.AsName and dotted_name(node.name) == key:
             out.append((node.name, node.name, False))
     return out
-
-
-def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
-    if type(target) in (cst.Tuple, cst.List):
-        return [t for element in target.elements for t in _targets(element.value)]
-    if type(target) is cst.StarredElement:
-        return _targets(target.value)
-    return [target]
 
 
 def _opaque_binding(model: FileModel, binding: tuple[cst.CSTNode, cst.CSTNode, bool], depth: int) -> bool:
@@ -184,7 +172,7 @@ def _opaque_binding(model: FileModel, binding: tuple[cst.CSTNode, cst.CSTNode, b
         function = model.index.resolve_call(value)
         if function is not None:
             return _returned_item_unknown(model, function, target, depth)
-        return name is not None and name not in _BUILTINS and name not in model.external \
+        return name is not None and name not in BUILTIN_NAMES and name not in model.external \
             and model.value_at(value.func) is None
     if type(value) in (cst.Name, cst.Attribute) and not unpacked:
         key = dotted_name(value)
@@ -234,4 +222,4 @@ def _opaque_parameter(model: FileModel, scope: cst.CSTNode, name: str, rest: str
 
 def _bound_anywhere(model: FileModel, key: str) -> bool:
     return any(dotted_name(t) == key for node in model.index.parents if type(node) is cst.Assign
-               for target in node.targets for t in _targets(target.target))
+               for target in node.targets for t in bound_targets(target.target))

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import builtins
 from collections.abc import Iterable
 
 import libcst as cst
 
 from ..model import MAYBE, YES, FileModel, dotted_name
+from ..model.names import BUILTIN_NAMES
 from .base import Finding, Fix, Rule
 
 _TQDM = {"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.trange", "tqdm.auto.trange", "tqdm.std.tqdm"}
@@ -278,12 +278,9 @@ def _fails_alike(model: FileModel, call: cst.Call) -> bool:
     if model.op_kind(call) is not None:
         return True
     qualified = model.index.imports.qualify_expr(call.func) or dotted_name(call.func) or ""
-    if qualified in _BUILTIN_NAMES or qualified.startswith(("torch.", "accelerate.utils.")):
+    if qualified in BUILTIN_NAMES or qualified.startswith(("torch.", "accelerate.utils.")):
         return True
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("to", "unsqueeze", "cpu")
-
-
-_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def _under_rank_test(model: FileModel, call: cst.Call) -> bool:
