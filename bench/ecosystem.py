@@ -242,6 +242,19 @@ GIT_CORPORA = {
     "chestxray-text-embedding": ("Yushin-L/ChestXrayWithTextEmbedding", "c445c6cdfcdb86886009bf77147d90c07677607c", None),
     "digirl": ("DigiRL-agent/digirl", "53320f6f45a3fb144e431d679c5254cb89ed0a93", None),
     "genpercept": ("aim-uofa/GenPercept", "afc1578b05dd221bc012e5950dca802dcb248503", None),
+    # batch 20 (2026-11-28, eleventh session): first contact recorded at 5eb8ad2, the session's start
+    "medical-segmentation": ("luisleo526/medical-segmentation", "90937325c09b6a30276f8c176d7c167b4d384ff0", None),
+    "fastspeech2-mls": ("elu-lab/FASTSPeech2", "2a78242c8a7b0974499baa2680efd70fc2747322", None),
+    "parti-vqgan": ("pranoyr/parti", "15841aa495dee0c01d36cfae3ba8ec43ea058e07", None),
+    "lightweight-gan-doodles": ("kurchi1205/LightweightGAN", "f14e8ac77358bbd41d6ef8d3fe8f0e475010fe95", None),
+    "omega-net-tem": ("mallocobject/Omega-Net", "611559f908d37dd98f3fc688e567a9c3d4f29b2d", None),
+    "unified-video-action": ("ShuangLI59/unified_video_action", "288e154ed70ab7f6a3a9198574c5a75032a195fd", None),
+    "s3diff-sr": ("ArcticHare105/S3Diff", "6a2e0a47676f2f01fccdfd4e940077d3038d953e", None),
+    "pt2-bert-benchmark": ("Gladiator07/PyTorch-2.0-Benchmarks", "19abfc72ffa299ad76a97d157ce0f0bac72b744a", None),
+    "omni-scene-gs": ("eacsai/Omni-Scene", "f992bd61942c8ba9545edd902ecca43fa79227a7", None),
+    "review-analyst-vi": ("nguyenvanson1998/Review-Analyst", "0ceaea7ac753da2bbcfd473afdcc891cebf13871", None),
+    "tfg-time-series-transformer": ("AntonioLuisGH/TFG_TST", "44875db77ae4ec96eb59c6c3833454831632342e", "TFG_Code"),
+    "pdiff-param-diffusion": ("NUS-HPC-AI-Lab/Neural-Network-Parameter-Diffusion", "fa86d3c68dc55d5317512718ad0699df924cdb14", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
@@ -312,10 +325,7 @@ def _git_corpus(name: str, root: Path, mirror_root: Path | None) -> Path:
     if not (dest / ".complete").exists():
         git_dir = _git_dir(repo, mirror_root, root)
         where = ["-C", str(git_dir)] if (git_dir / ".git").exists() else ["--git-dir", str(git_dir)]
-        if folder is None:
-            paths = [p for p in _present_files(where, commit) if p.endswith(_SOURCES)]
-        else:
-            paths = [folder]
+        paths = [p for p in _present_files(where, commit, folder) if p.endswith(_SOURCES)]
         archive = subprocess.run(["git", *where, "archive", "--format=tar", commit, "--", *paths],
                                  check=True, capture_output=True).stdout
         shutil.rmtree(dest, ignore_errors=True)
