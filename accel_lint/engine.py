@@ -354,9 +354,11 @@ NOTEBOOK_SIZE_FACTOR = 20  # a notebook's outputs (images) may be large: the siz
 
 # what a script written for several processes uses: it starts them itself, trains (a backward, a
 # library's Trainer), tests its rank, or waits for the other ranks
-_SEVERAL_PROCESSES = (b"notebook_launcher", b"debug_launcher", b"spawn(", b"start_processes", b"elastic_launch",
-                      b"Process(", b".backward(", b"Trainer(", b"is_main_process", b"is_local_main_process", b"get_rank()",
-                      b"wait_for_everyone", b"main_process_first", b"split_between_processes")
+_STARTS_PROCESSES = (b"notebook_launcher", b"debug_launcher", b"spawn(", b"start_processes", b"elastic_launch",
+                     b"Process(")
+_SEVERAL_PROCESSES = _STARTS_PROCESSES + (
+    b".backward(", b"Trainer(", b"is_main_process", b"is_local_main_process", b"get_rank()",
+    b"wait_for_everyone", b"main_process_first", b"split_between_processes")
 
 
 def written_for_several_processes(data: bytes) -> bool:
@@ -370,15 +372,21 @@ def written_for_several_processes(data: bytes) -> bool:
     return any(token in data for token in _SEVERAL_PROCESSES)
 
 
+def _keep_one_process_findings(result: LintResult) -> None:
+    """Only the findings of rules whose harm exists in one process too (``Rule.holds_in_one_process``)
+    stay, with their fixes."""
+    kept = {r.code for r in all_rules() if r.holds_in_one_process}
+    result.diagnostics = [d for d in result.diagnostics if d.code in kept]
+    result.fixes = [(d, fix) for d, fix in result.fixes if d.code in kept]
+
+
 def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) -> None:
     """A file the project runs as one process (``config.single_process_files``) and that is not
     written for several: only the findings of rules whose harm exists in one process too
     (``Rule.holds_in_one_process``) stay, with their fixes. Applied after the cache."""
     if path not in config.single_process_files or written_for_several_processes(data):
         return
-    kept = {r.code for r in all_rules() if r.holds_in_one_process}
-    result.diagnostics = [d for d in result.diagnostics if d.code in kept]
-    result.fixes = [(d, fix) for d, fix in result.fixes if d.code in kept]
+    _keep_one_process_findings(result)
 
 
 def lint_file(path: Path, config: Config) -> LintResult:
@@ -413,8 +421,14 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     except (UnicodeDecodeError, notebooks.NotebookError) as exc:
         result = LintResult(errors=[FileError(path, f"cannot read notebook: {exc}; skipped")], files_checked=1)
         return (result, None) if want_fixes else result
-    result = lint_source(notebook.module.encode("utf-8"), path, config, want_fixes=want_fixes, external=external,
+    code = notebook.module.encode("utf-8")
+    result = lint_source(code, path, config, want_fixes=want_fixes, external=external,
                          reparser=reparser)
+    if not any(token in code for token in _STARTS_PROCESSES):
+        # the kernel is one process, and nothing here starts more (`notebook_launcher`, `spawn`):
+        # what is wrong only between ranks does not happen (a `%%writefile` script is not linted
+        # here: its cell is masked)
+        _keep_one_process_findings(result)
     result.diagnostics = [_to_cell(d, notebook) for d in result.diagnostics]
     result.fixes = [(_to_cell(d, notebook), fix) for d, fix in result.fixes]
     result.notices = [replace(n, message=_cell_lines(n.message, notebook, None)) for n in result.notices]

@@ -1454,6 +1454,110 @@ CASES = {
             if not go_on:
                 break
         """, [(10, "AL501")]),
+    # Evaluation on the main process only, inside the training loop: the validation loader is
+    # never prepared, on purpose (sharded, the main process would see part of the data) and
+    # nothing is gathered. The same loop on every rank is reported.
+    "main_only_evaluation_keeps_its_loader_whole": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def main(train_set, val_set):
+            accelerator = Accelerator()
+            net = torch.nn.Linear(4, 4)
+            scorer = torch.nn.Linear(4, 1)
+            opt = torch.optim.AdamW(net.parameters())
+            train_dl = DataLoader(train_set, batch_size=4, shuffle=True)
+            val_dl = DataLoader(val_set, batch_size=1)
+            net, scorer, opt, train_dl = accelerator.prepare(net, scorer, opt, train_dl)
+            for batch in train_dl:
+                accelerator.backward(net(batch).sum())
+                opt.step()
+                if accelerator.sync_gradients and accelerator.is_main_process:
+                    scores = []
+                    for sample in val_dl:
+                        with torch.no_grad():
+                            scores.append(scorer(sample).item())
+            for sample in val_dl:
+                with torch.no_grad():
+                    print(scorer(sample))
+        """, [(20, "AL305"), (21, "AL201")]),
+    # Gathered predictions cut to the number of test samples after the loop, that number
+    # computed by the caller and passed in: the padding duplicates are removed by hand. Cut to
+    # `n * k` rows of a per-sample tensor of k columns, nothing is removed.
+    "gathered_results_cut_to_a_count_the_caller_passes": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        accelerator = Accelerator()
+
+        def evaluate(model, loader, n_samples):
+            preds = []
+            for batch in loader:
+                with torch.no_grad():
+                    preds.append(accelerator.gather(model(batch).argmax(-1)))
+            return torch.cat(preds)[:n_samples]
+
+        def evaluate_rows(model, loader, n_samples):
+            rows = []
+            for batch in loader:
+                with torch.no_grad():
+                    rows.append(accelerator.gather(model(batch)))
+            return torch.cat(rows)[:n_samples * 6]
+
+        def main(train_set, test_set):
+            model = torch.nn.Linear(4, 6)
+            model, loader = accelerator.prepare(model, DataLoader(test_set, batch_size=8))
+            n_train, n_test = len(train_set), len(test_set)
+            evaluate(model, loader, n_test)
+            evaluate_rows(model, loader, n_test)
+        """, [(18, "AL203")]),
+    # Figures and images saved on every rank to one path.
+    "figures_and_images_saved_on_every_rank": ("""
+        import matplotlib.pyplot as plt
+        import torchvision
+        from accelerate import Accelerator
+
+        def train(model, loader, steps):
+            accelerator = Accelerator()
+            model, loader = accelerator.prepare(model, loader)
+            for step, batch in enumerate(loader):
+                accelerator.backward(model(batch).sum())
+                torchvision.utils.save_image(batch, f"samples/{step}.png")
+            plt.plot(steps)
+            plt.savefig("loss.png")
+            if accelerator.is_main_process:
+                plt.savefig("loss_main.png")
+        """, [(10, "AL401"), (12, "AL401")]),
+    # The prepare call sits in the script's `if __name__ == "__main__":` block, and the
+    # functions it calls read the prepared model as a global: when the file runs as a script,
+    # that block runs, so the global is the prepared model.
+    "a_global_prepared_under_the_main_block": ("""
+        import torch
+        from accelerate import Accelerator
+
+        model = torch.nn.Linear(4, 4)
+        optimizer = torch.optim.AdamW(model.parameters())
+
+        if __name__ == "__main__":
+            accelerator = Accelerator()
+            model, optimizer, loader = accelerator.prepare(model, optimizer, make_loader())
+
+        def train():
+            for x in loader:
+                accelerator.backward(model(x).sum())
+                optimizer.step()
+                if accelerator.is_main_process:
+                    sample()
+
+        def sample():
+            with torch.no_grad():
+                return model(torch.zeros(4))
+
+        if __name__ == "__main__":
+            train()
+        """, [(20, "AL305")]),
 }
 
 

@@ -36,13 +36,35 @@ def test_notebook_findings_are_on_the_marked_cell_lines(name):
     assert code == (1 if findings else 0)
 
 
+def _launched(data: dict) -> dict:
+    """The notebook with a last cell that starts processes: its code is then a program of several."""
+    data["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                          "source": ["from accelerate import notebook_launcher\n",
+                                     "notebook_launcher(train, num_processes=2)"]})
+    return data
+
+
 def test_text_output_names_the_cell_and_messages_name_other_cells(tmp_path):
-    proc = run_cli(str(NOTEBOOKS / "split_across_cells.ipynb"), "--no-cache")
+    path = tmp_path / "split_across_cells.ipynb"
+    path.write_text(json.dumps(_launched(json.loads((NOTEBOOKS / "split_across_cells.ipynb").read_text())), indent=1))
+    proc = run_cli(str(path), "--no-cache")
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith(f"{NOTEBOOKS / 'split_across_cells.ipynb'}:cell 4:4:5: AL101 ")
+    assert lines[0].startswith(f"{path}:cell 4:4:5: AL101 ")
     assert ":cell 6:2:5: AL301 `accelerator.wait_for_everyone()` runs only where `accelerator.is_main_process` " \
            "(line 1) is true" in proc.stdout
     assert proc.stderr == ""  # no notice about the cell separators or the masked magics
+
+
+def test_a_notebook_that_starts_no_processes_keeps_only_the_one_process_findings(tmp_path):
+    """The kernel is one process: a barrier under a rank guard hangs nothing there, while the
+    raw backward still skips accumulation and fp16 scaling. Started by `notebook_launcher`,
+    the same cells are a program of several processes and the barrier is reported."""
+    code, findings = json_findings(str(NOTEBOOKS / "split_across_cells.ipynb"), "--no-cache")
+    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(4, 4, "AL101")]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(_launched(json.loads((NOTEBOOKS / "split_across_cells.ipynb").read_text())), indent=1))
+    code, findings = json_findings(str(path), "--no-cache")
+    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(4, 4, "AL101"), (6, 2, "AL301")]
 
 
 def test_a_folder_of_notebooks_is_discovered_and_include_patterns_extend_it(tmp_path):
@@ -67,7 +89,7 @@ def test_magics_are_masked_without_shifting_lines():
 
 
 def test_suppression_comments_work_inside_cells_and_unused_ones_are_reported(tmp_path):
-    data = json.loads((NOTEBOOKS / "split_across_cells.ipynb").read_text())
+    data = _launched(json.loads((NOTEBOOKS / "split_across_cells.ipynb").read_text()))
     data["cells"][3]["source"][3] = "    loss.backward()  # noqa: AL101\n"
     data["cells"][0]["source"][1] = "accelerator = Accelerator()  # noqa: AL301\n"
     (tmp_path / "nb.ipynb").write_text(json.dumps(data, indent=1))
@@ -133,7 +155,7 @@ def test_fix_refuses_what_it_cannot_write_back_exactly(tmp_path):
     # a cell with a magic whose fix would change its line count is left alone, with a notice
     data["cells"][3]["source"] = ["%time x = 1\n", "if accelerator.is_main_process:\n",
                                   "    accelerator.save_state('ckpt')\n"]
-    path.write_text(json.dumps(data, indent=1))
+    path.write_text(json.dumps(_launched(data), indent=1))
     proc = run_cli(str(path), "--fix", "--unsafe-fixes", "--no-cache")
     assert "cell 4: not fixed: the fix moves lines in a cell with IPython magics" in proc.stderr
     assert json.loads(path.read_text())["cells"][3]["source"] == data["cells"][3]["source"]

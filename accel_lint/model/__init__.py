@@ -36,6 +36,7 @@ import libcst as cst
 from .binding import BoundNames
 from .classes import FORWARD, forward_methods, rank_split_tests
 from .index import FileIndex, FunctionInfo, ScopeNode
+from .counts import counts_items
 from .lengths import LoaderLengths
 from . import composites
 from .moves import rank_branch_of
@@ -1487,6 +1488,11 @@ class FileModel:
         how = {"if": "only where", "else": "only where this is false:", "early-exit": "after an early exit on",
                "decorator": "only on the ranks of"}.get(guard.how, "under")
         return [(guard.node, f"runs {how} `{text}`, which differs between ranks")]
+
+    def counts_items(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` is the number of items of a collection: ``len(x)``, or a name every binding
+        (or, for a parameter, every same-file call) fills with one."""
+        return counts_items(self.index, expr)
 
     def rank_guard_of(self, node: cst.CSTNode) -> Guard | None:
         """The innermost rank guard ``node`` runs under, or ``None`` when every rank runs it."""

@@ -344,7 +344,8 @@ class FileIndex:
         """The arms of conditional expressions and ``if`` statements that no launch runs, by
         :meth:`known_test`: what they read and call is never evaluated."""
         if not self.cli_defaults_not_none and not self.defaults_never_overridden \
-                and not self.names_bound_once_to_literals and not self.constant_flags:
+                and not self.names_bound_once_to_literals and not self.constant_flags \
+                and "__name__" not in self.identifiers:
             return frozenset()
         dead = set()
         for node in (*self.conditional_expressions, *self.branches):
@@ -406,7 +407,10 @@ class FileIndex:
         (``cli_defaults_not_none``); a flag parameter no call of its nested function passes is
         its default (``defaults_never_overridden``); a name bound once, to a string or number
         literal, is never ``None`` (``names_bound_once_to_literals``). ``None`` otherwise. Every walk that splits paths at a
-        branch asks this, so a dead arm is dead for every rule."""
+        branch asks this, so a dead arm is dead for every rule. ``__name__ == "__main__"`` at
+        the top of the module is ``True``: the file is linted as the program that is run."""
+        if type(test) is cst.Comparison and self._is_main_test(test):
+            return type(test.comparisons[0].operator) is cst.Equal
         if type(test) is cst.Name or (type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
                                       and type(test.expression) is cst.Name):
             name = test.value if type(test) is cst.Name else test.expression.value
@@ -431,6 +435,15 @@ class FileIndex:
         if subject.attr.value not in self.cli_defaults_not_none:
             return None
         return not is_none
+
+    def _is_main_test(self, test: cst.Comparison) -> bool:
+        """``__name__ == "__main__"`` (or ``!=``) in the module's own code."""
+        if len(test.comparisons) != 1 or type(test.comparisons[0].operator) not in (cst.Equal, cst.NotEqual):
+            return False
+        sides = (test.left, test.comparisons[0].comparator)
+        names = [s for s in sides if type(s) is cst.Name and s.value == "__name__"]
+        strings = [s for s in sides if type(s) is cst.SimpleString and s.evaluated_value == "__main__"]
+        return len(names) == 1 and len(strings) == 1 and type(self.scope_of(test)) is cst.Module
 
     def loads_in(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
         """Every ``Name``/``Attribute`` inside ``node`` (outside nested scopes), cached."""

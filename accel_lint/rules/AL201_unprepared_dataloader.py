@@ -36,7 +36,9 @@ class UnpreparedDataloader(Rule):
     module), loaders over data already sharded
     per rank (`split_between_processes`, `.shard(...)`), loaders over a buffer the function
     fills only inside loops over a prepared loader (an RL trainer's rollouts of this rank's
-    prompts), loaders prepared in a same-file helper, loaders from other files (unknown).
+    prompts), loaders prepared in a same-file helper, loaders from other files (unknown), and
+    evaluation loops that only some ranks run (main-only evaluation under
+    `if accelerator.is_main_process:`, which must see the whole set and gathers nothing).
 
     ## Example
     ```python
@@ -280,7 +282,9 @@ for batch in eval_dl:  # expect: AL201
                 if origins is None:
                     continue
                 train = _trains(model, loop)
-                if train is None:
+                if train is None or (not train and model.under_rank_condition(loop)):
+                    # an evaluation only some ranks run (main-only evaluation): sharding its
+                    # loader would make it see a part of the data, and nothing counts twice
                     continue
                 acc = model.accelerator_name_in(model.scope_of(loop))
                 name = shorten(model.code(loader))

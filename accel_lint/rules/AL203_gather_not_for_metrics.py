@@ -28,7 +28,8 @@ class GatherNotForMetrics(Rule):
     filled sample by sample (`results.extend(...)`, or `.append`/`+=` of a value with the
     batch's rows), alone or through `torch.cat`/`torch.tensor`/`np.concatenate`.
     Not flagged: `gather` in training code (losses, statistics); loops that truncate by
-    hand (`samples_seen`, `[: len(eval_dataset) ...]`); loaders built with
+    hand (`samples_seen`, `[: len(eval_dataset) ...]`, or `[:n]` where `n` holds such a count,
+    also as a parameter every caller fills with one); loaders built with
     `drop_last=True` or an accelerator with `even_batches=False`.
 
     ## Why is this bad?
@@ -390,12 +391,18 @@ def _is_eval_context(model: FileModel, loop: cst.For) -> bool:
 
 
 def _truncates_by_hand(model: FileModel, loop: cst.For) -> bool:
-    """The gathered results are cut to a length (``preds[: len(dl.dataset) - seen]``), in the loop
-    or after it in the same function: the duplicates are removed by hand."""
+    """The gathered results are cut to a length (``preds[: len(dl.dataset) - seen]``, or ``[:n]``
+    where ``n`` holds such a count), in the loop or after it in the same function: the duplicates
+    are removed by hand."""
     for node in model.index.walk(model.scope_of(loop)):
         if isinstance(node, cst.Subscript) and any(
                 isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len"
                 for element in node.slice for n in model.index.walk(element)):
+            return True
+        # `[:n]` with `n` a number of samples (not `[:n * k]`, which cuts rows of k at k * n)
+        if isinstance(node, cst.Subscript) and any(
+                isinstance(element.slice, cst.Slice) and isinstance(element.slice.upper, cst.Name)
+                and model.counts_items(element.slice.upper) for element in node.slice):
             return True
     return False
 
