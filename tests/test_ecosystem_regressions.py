@@ -1558,6 +1558,30 @@ CASES = {
         if __name__ == "__main__":
             train()
         """, [(20, "AL305")]),
+    # Running totals over an evaluation loop, gathered with `gather_for_metrics` after it:
+    # outside the loop it does not cut the padding, so the totals count the duplicated samples.
+    # A count of batches gathered the same way, or a list gathered batch by batch in the loop,
+    # is not this bug.
+    "running_totals_gathered_for_metrics_after_the_loop": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def evaluate(model, val_set):
+            accelerator = Accelerator()
+            model, val_dl = accelerator.prepare(model, DataLoader(val_set, batch_size=4))
+            model.eval()
+            total_psnr = torch.zeros(1)
+            scores = []
+            with torch.no_grad():
+                for batch in val_dl:
+                    out = model(batch)
+                    total_psnr += psnr(out, batch)
+                    scores.append(accelerator.gather_for_metrics(out))
+            total_psnr = accelerator.gather_for_metrics(total_psnr).mean()
+            everything = accelerator.gather_for_metrics(scores)
+            return total_psnr
+        """, [(16, "AL203")]),
 }
 
 

@@ -26,7 +26,9 @@ class GatherNotForMetrics(Rule):
     Also flags a gather after such a loop (`accelerator.gather`, `accelerate.utils.gather` or
     `gather_object`, `torch.distributed.all_gather_object` or `all_gather`) of a list the loop
     filled sample by sample (`results.extend(...)`, or `.append`/`+=` of a value with the
-    batch's rows), alone or through `torch.cat`/`torch.tensor`/`np.concatenate`.
+    batch's rows), alone or through `torch.cat`/`torch.tensor`/`np.concatenate`; and
+    `gather_for_metrics` after such a loop of a running total the loop adds to (`total += ...`):
+    outside the loop it does not cut the padding.
     Not flagged: `gather` in training code (losses, statistics); loops that truncate by
     hand (`samples_seen`, `[: len(eval_dataset) ...]`, or `[:n]` where `n` holds such a count,
     also as a parameter every caller fills with one); loaders built with
@@ -261,7 +263,12 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
     sample at a time (``results.extend(decoded)``, ``preds.append(logits.argmax(-1))``): every
     rank's list holds the padding samples of its last batch, and nothing drops them."""
     func = call.func
+    for_metrics = isinstance(func, cst.Attribute) and func.attr.value == "gather_for_metrics" \
+        and model.is_accelerator(func.value)
     if isinstance(func, cst.Attribute) and func.attr.value == "gather" and model.is_accelerator(func.value):
+        position, receiver = 0, model.code(func.value)
+    elif for_metrics:
+        # outside the loop `gather_for_metrics` does not know where the data ends: it gathers
         position, receiver = 0, model.code(func.value)
     else:
         position = _GATHER_FUNCTIONS.get(model.index.imports.qualify_expr(func) or "")
@@ -283,11 +290,22 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
             continue
         if model.prepared_kind(_loop_iterable(loop)) != "loader" or not _is_eval_context(model, loop):
             continue
-        if not _fills_per_sample(model, gathered.value, loop):
+        summed = for_metrics and _sums_in(model, gathered.value, loop)
+        if not summed and not _fills_per_sample(model, gathered.value, loop):
             continue
         if _truncates_by_hand(model, loop) or _drops_last(model, loop) or _even_batches_off(model):
             return
         loader = model.code(_loop_iterable(loop))
+        if summed:
+            yield Finding(
+                call,
+                f"`{model.code(func)}()` after the loop does not cut the padding: `{gathered.value}`, summed over the "
+                f"prepared loader `{loader}` (line {model.line_of(loop)}), includes the samples the loader duplicated "
+                f"to even out the last batch, so the metric counts some samples twice; gather each batch's values with "
+                f"`{receiver}.gather_for_metrics()` in the loop",
+                evidence=((loop, f"`{gathered.value}` is summed here over the batches of `{loader}`"),
+                          *model.value_evidence(_loop_iterable(loop))))
+            return
         advice = (f"gather each batch with `{receiver}.gather_for_metrics()` in the loop" if receiver
                   else "gather each batch with `accelerator.gather_for_metrics()` in the loop")
         yield Finding(
@@ -298,6 +316,12 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
             evidence=((loop, f"`{gathered.value}` is filled here, one entry per sample of `{loader}`"),
                       *model.value_evidence(_loop_iterable(loop))))
         return
+
+
+def _sums_in(model: FileModel, name: str, loop: cst.For) -> bool:
+    """``name += ...`` in the loop's body: a running total over the batches."""
+    return any(isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == name
+               and isinstance(node.operator, cst.AddAssign) for node in model.index.walk(loop.body))
 
 
 def _fills_per_sample(model: FileModel, name: str, loop: cst.For) -> bool:
