@@ -380,13 +380,26 @@ def _keep_one_process_findings(result: LintResult) -> None:
     result.fixes = [(d, fix) for d, fix in result.fixes if d.code in kept]
 
 
+# `os.environ["CUDA_VISIBLE_DEVICES"] = "3"` at the top of the module (column 0: unconditional)
+_PINS_ONE_GPU = re.compile(rb"""^os\.environ(?:\[\s*["']CUDA_VISIBLE_DEVICES["']\s*\]\s*=|"""
+                           rb"""\.setdefault\(\s*["']CUDA_VISIBLE_DEVICES["']\s*,)\s*["']\s*\d+\s*["']""", re.MULTILINE)
+
+
+def pins_one_gpu(data: bytes) -> bool:
+    """The module makes one GPU visible when it is imported, and starts no processes itself: a
+    launch of several GPU processes fails in its second process (the device of local rank 1
+    does not exist), so it runs as one process."""
+    return bool(_PINS_ONE_GPU.search(data)) and not any(token in data for token in _STARTS_PROCESSES)
+
+
 def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) -> None:
     """A file the project runs as one process (``config.single_process_files``) and that is not
-    written for several: only the findings of rules whose harm exists in one process too
-    (``Rule.holds_in_one_process``) stay, with their fixes. Applied after the cache."""
-    if path not in config.single_process_files or written_for_several_processes(data):
-        return
-    _keep_one_process_findings(result)
+    written for several, or a file that pins one GPU at import: only the findings of rules whose
+    harm exists in one process too (``Rule.holds_in_one_process``) stay, with their fixes.
+    Applied after the cache."""
+    one_process = path in config.single_process_files and not written_for_several_processes(data)
+    if one_process or pins_one_gpu(data):
+        _keep_one_process_findings(result)
 
 
 def lint_file(path: Path, config: Config) -> LintResult:

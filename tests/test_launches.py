@@ -81,3 +81,29 @@ def test_a_script_written_for_several_processes_keeps_every_rule_whatever_its_re
     (tmp_path / "scripts" / "eval.py").write_text(training)
     (tmp_path / "README.md").write_text("python scripts/eval.py\n")
     assert "AL401" in _codes(tmp_path)
+
+
+def test_a_script_that_pins_one_gpu_at_import_runs_as_one_process():
+    """`os.environ["CUDA_VISIBLE_DEVICES"] = "3"` at the top of the module: the second GPU
+    process of any launch has no device, so only what harms one process is reported. Two GPUs
+    made visible, or the pin inside a function, keep every rule."""
+    from accel_lint.config import Config
+    from accel_lint.engine import lint_source
+
+    body = textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(torch.nn.Linear(2, 2))
+        if accelerator.is_main_process:
+            accelerator.save_state("ckpt")
+        model.half()
+    """)
+
+    def codes(source: str) -> list[str]:
+        return sorted(d.code for d in lint_source(source, "train.py", Config()).diagnostics)
+
+    assert codes('import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "3"\n' + body) == ["AL504"]
+    assert codes("import os\nos.environ.setdefault('CUDA_VISIBLE_DEVICES', '0')\n" + body) == ["AL504"]
+    assert codes('import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0,1"\n' + body) == ["AL302", "AL504"]
+    assert codes('import os\ndef pin():\n    os.environ["CUDA_VISIBLE_DEVICES"] = "3"\n' + body) == ["AL302", "AL504"]
