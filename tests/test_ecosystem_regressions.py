@@ -1816,3 +1816,20 @@ def test_an_item_never_given_to_prepare_is_not_said_to_hold_the_given_loader():
     result = lint_source(textwrap.dedent(source).lstrip("\n"), "items.py", Config())
     message = next(d.message for d in result.diagnostics if d.line == 11)
     assert "never passed to `accelerator.prepare()`" in message
+
+
+def test_the_raw_clip_message_names_what_it_does_on_tpu():
+    """On XLA, `accelerator.clip_grad_norm_` averages the gradients over the cores first; a raw
+    torch clip right after the backward clips each core's own gradients (a TPU training script
+    of batch 20)."""
+    source = textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, opt = accelerator.prepare(torch.nn.Linear(2, 2), torch.optim.SGD([torch.zeros(1)], lr=0.1))
+        accelerator.backward(model(torch.zeros(2)).sum())
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    """)
+    [finding] = [d for d in lint_source(source, "tpu_train.py", Config()).diagnostics if d.code == "AL103"]
+    assert "each core's gradients before they are averaged on TPU (XLA)" in finding.message

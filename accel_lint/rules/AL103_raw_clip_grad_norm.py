@@ -114,7 +114,8 @@ class RawClipGradNorm(Rule):
             owner = clipped.func.value if isinstance(clipped, cst.Call) and isinstance(clipped.func, cst.Attribute) \
                 else clipped
             yield Finding(call, f"`torch.nn.utils.{fn}` on a prepared model clips the still-scaled gradients under "
-                                f"fp16 (so it never clips) and each rank's own shard under FSDP; use "
+                                f"fp16 (so it never clips), each rank's own shard under FSDP, and each core's gradients before "
+                                f"they are averaged on TPU (XLA); use "
                                 f"`{acc or 'accelerator'}.{fn}(...)`", fix=fix,
                           evidence=tuple(model.value_evidence(owner)))
 
