@@ -1582,6 +1582,30 @@ CASES = {
             everything = accelerator.gather_for_metrics(scores)
             return total_psnr
         """, [(16, "AL203")]),
+    # An evaluation loop over prepared prompts that cuts the last batch's negative prompts to
+    # its size before generating (a cut of something else, before the gather), then gathers
+    # each reward moved to numpy into a dict of lists: the padding duplicates stay.
+    "a_cut_before_the_gather_is_not_the_padding_removed": ("""
+        from collections import defaultdict
+        import numpy as np
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def evaluate(transformer, prompts, negatives, reward_fn):
+            accelerator = Accelerator()
+            transformer, loader = accelerator.prepare(transformer, DataLoader(prompts, batch_size=8))
+            all_rewards = defaultdict(list)
+            for batch in loader:
+                if len(batch) < len(negatives):
+                    negatives = negatives[:len(batch)]
+                with torch.no_grad():
+                    images = transformer(batch, negatives)
+                for key, value in reward_fn(images).items():
+                    gathered = accelerator.gather(torch.as_tensor(value)).cpu().numpy()
+                    all_rewards[key].append(gathered)
+            return {key: np.concatenate(v).mean() for key, v in all_rewards.items()}
+        """, [(17, "AL203")]),
 }
 
 

@@ -229,7 +229,7 @@ class GatherNotForMetrics(Rule):
             if loop is None:
                 yield from _gathered_after_the_loop(model, call)
                 continue
-            if _truncates_by_hand(model, loop) or _drops_last(model, loop):
+            if _truncates_by_hand(model, loop, call) or _drops_last(model, loop):
                 continue
             if not _feeds_accumulation(model, call, loop):
                 continue
@@ -293,7 +293,7 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
         summed = for_metrics and _sums_in(model, gathered.value, loop)
         if not summed and not _fills_per_sample(model, gathered.value, loop):
             continue
-        if _truncates_by_hand(model, loop) or _drops_last(model, loop) or _even_batches_off(model):
+        if _truncates_by_hand(model, loop, call) or _drops_last(model, loop) or _even_batches_off(model):
             return
         loader = model.code(_loop_iterable(loop))
         if summed:
@@ -344,7 +344,7 @@ def _gathered_objects_in_the_loop(model: FileModel, call: cst.Call) -> Iterable[
     """``accelerator.gather_object(x)`` in an evaluation loop over a prepared loader, where ``x``
     has one entry per sample of the batch and the result goes into metric accumulation."""
     loop = _enclosing_eval_loop(model, call)
-    if loop is None or not call.args or _truncates_by_hand(model, loop) or _drops_last(model, loop):
+    if loop is None or not call.args or _truncates_by_hand(model, loop, call) or _drops_last(model, loop):
         return
     if not (per_sample(model, call.args[0].value, loop) and _feeds_accumulation(model, call, loop)):
         return
@@ -414,11 +414,14 @@ def _is_eval_context(model: FileModel, loop: cst.For) -> bool:
     return False
 
 
-def _truncates_by_hand(model: FileModel, loop: cst.For) -> bool:
+def _truncates_by_hand(model: FileModel, loop: cst.For, gather: cst.Call) -> bool:
     """The gathered results are cut to a length (``preds[: len(dl.dataset) - seen]``, or ``[:n]``
     where ``n`` holds such a count), in the loop or after it in the same function: the duplicates
     are removed by hand."""
+    gathered_at = model.line_of(gather)
     for node in model.index.walk(model.scope_of(loop)):
+        if isinstance(node, cst.Subscript) and model.line_of(node) < gathered_at:
+            continue  # a cut before the gather (the last batch's prompts) cuts something else
         if isinstance(node, cst.Subscript) and any(
                 isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len"
                 for element in node.slice for n in model.index.walk(element)):
@@ -452,9 +455,21 @@ def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool
     """The gathered value goes into a metric, a list, a concatenation or a running sum."""
     if _is_accumulation_sink(model, call):
         return True
-    statement = model.index.parents.get(call)
+    # the gathered value, through methods called on it (`gather(x).cpu().numpy()`)
+    value: cst.CSTNode = call
+    while True:
+        parent = model.index.parents.get(value)
+        if isinstance(parent, cst.Attribute) and parent.value is value:
+            value = parent
+        elif isinstance(parent, cst.Call) and parent.func is value:
+            value = parent
+        else:
+            break
+    if value is not call and _is_accumulation_sink(model, value):
+        return True
+    statement = model.index.parents.get(value)
     names: set[str] = set()
-    if isinstance(statement, cst.Assign) and statement.value is call:
+    if isinstance(statement, cst.Assign) and statement.value is value:
         for target in statement.targets:
             names.update(model.code(n) for n in model.index.loads_in(target.target) if isinstance(n, cst.Name))
     if not names:
