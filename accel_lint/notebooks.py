@@ -18,6 +18,7 @@ whose ``source`` arrays cannot be located in the text is not fixed, with a notic
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -28,6 +29,10 @@ _PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug", "pypy", "py
 _LINE_MAGIC = re.compile(r"^\s*(%|!)")
 _ASSIGNED_MAGIC = re.compile(r"^\s*[\w.\[\], ]+=\s*(%|!)")
 _HELP = re.compile(r"^\s*[\w.]*\?\??\s*$|^\s*\?\??[\w.]+\s*$")
+# line magics and shell aliases IPython runs without `%` (automagic) when the line is not Python:
+# `pip install -q accelerate`, `cd ..`, `ls data/`
+_AUTOMAGIC = re.compile(r"^\s*(?:pip|conda|mamba|cd|ls|pwd|cat|cp|mv|rm|mkdir|rmdir|env|load_ext|reload_ext|"
+                        r"autoreload|matplotlib|run|time|timeit|who|whos)[ \t]+(?:-|\.\.|\./|/|~|[\w\"'])")
 
 
 class NotebookError(Exception):
@@ -127,7 +132,16 @@ def _is_ipython(line: str) -> bool:
     stripped = line.strip()
     if not stripped or stripped.startswith("#"):
         return False
-    return bool(_LINE_MAGIC.match(line) or _ASSIGNED_MAGIC.match(line) or _HELP.match(line))
+    return bool(_LINE_MAGIC.match(line) or _ASSIGNED_MAGIC.match(line) or _HELP.match(line)
+                or (_AUTOMAGIC.match(line) and not _parses(stripped)))
+
+
+def _parses(statement: str) -> bool:
+    try:
+        ast.parse(statement)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 # -- writing fixes back --------------------------------------------------------------------------

@@ -168,3 +168,14 @@ def test_not_a_notebook_is_a_clear_error(tmp_path):
     assert "bad.ipynb: cannot read notebook: not valid JSON" in proc.stderr
     assert "r.ipynb: cannot read notebook: a R notebook, not Python" in proc.stderr
     assert proc.returncode == 2
+
+
+def test_bare_magics_ipython_runs_without_a_prefix_are_masked():
+    """Under automagic, IPython runs `pip install -q accelerate` or `cd ..` as magics: masked like
+    `%pip`, so the notebook parses. A line that is Python (`time.sleep(1)`, `ls = []`) stays."""
+    source = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                         "source": ["pip install -q accelerate\n", "cd ..\n", "rm -rf outputs\n",
+                                    "import time\n", "time.sleep(1)\n", "ls = []\n"]}],
+              "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    nb = notebooks.read(json.dumps(source))
+    assert nb.module.splitlines()[:6] == ["pass", "pass", "pass", "import time", "time.sleep(1)", "ls = []"]
