@@ -343,6 +343,8 @@ NOTEBOOK_CELLS = [
     ("code", "for batch in loader:\n    loss = model(**batch).loss\n    loss.backward()\n    optimizer.step()\n"
              "if accelerator.is_main_process:\n    accelerator.save_state(\"ckpt\")\naccelerator.end_training()\n"),
     ("code", "accelerator.wait_for_everyone()\n"),
+    # the kernel is one process: the notebook starts several, so rank rules apply
+    ("code", "from accelerate import notebook_launcher\nnotebook_launcher(train, num_processes=2)\n"),
 ]
 
 
