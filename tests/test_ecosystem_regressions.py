@@ -1525,11 +1525,13 @@ CASES = {
             for step, batch in enumerate(loader):
                 accelerator.backward(model(batch).sum())
                 torchvision.utils.save_image(batch, f"samples/{step}.png")
+                # each GPU process has its own device: whether ranks share this path depends on the launch
+                torchvision.utils.save_image(batch, f"check/{step}-rank{accelerator.device.index}.png")
             plt.plot(steps)
             plt.savefig("loss.png")
             if accelerator.is_main_process:
                 plt.savefig("loss_main.png")
-        """, [(10, "AL401"), (12, "AL401")]),
+        """, [(10, "AL401"), (14, "AL401")]),
     # The prepare call sits in the script's `if __name__ == "__main__":` block, and the
     # functions it calls read the prepared model as a global: when the file runs as a script,
     # that block runs, so the global is the prepared model.
@@ -1606,6 +1608,27 @@ CASES = {
                     all_rewards[key].append(gathered)
             return {key: np.concatenate(v).mean() for key, v in all_rewards.items()}
         """, [(17, "AL203")]),
+    # A sampling pass that logs each batch's mean loss, gathered and averaged over the ranks:
+    # one number per batch, not the samples (`gather_for_metrics`, the suggested fix, would
+    # drop whole ranks' means on the last batch).
+    "a_gathered_batch_mean_is_a_statistic": ("""
+        from collections import defaultdict
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        @torch.no_grad()
+        def log_samples(sample_set):
+            accelerator = Accelerator()
+            policy, loader = accelerator.prepare(torch.nn.Linear(4, 4), DataLoader(sample_set, batch_size=8))
+            policy.eval()
+            log = defaultdict(float)
+            for batch in loader:
+                loss = (policy(batch["x"]) - batch["y"]).pow(2).mean()
+                mean_loss = accelerator.gather(loss).mean().item()
+                log["mse"] += mean_loss
+            return log
+        """, []),
 }
 
 

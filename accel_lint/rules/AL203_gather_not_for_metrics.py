@@ -451,15 +451,21 @@ def _even_batches_off(model: FileModel) -> bool:
     return "even_batches=False" in model.code(model.module).replace(" ", "")
 
 
+# methods that give the same values elsewhere (another device, dtype or container)
+_MOVES = frozenset({"cpu", "cuda", "to", "numpy", "tolist", "detach", "float", "double", "half", "long", "int",
+                    "contiguous", "clone"})
+
+
 def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool:
     """The gathered value goes into a metric, a list, a concatenation or a running sum."""
     if _is_accumulation_sink(model, call):
         return True
-    # the gathered value, through methods called on it (`gather(x).cpu().numpy()`)
+    # the gathered value, through methods that move it without reducing it
+    # (`gather(x).cpu().numpy()`; not `gather(x).mean().item()`, one number per batch)
     value: cst.CSTNode = call
     while True:
         parent = model.index.parents.get(value)
-        if isinstance(parent, cst.Attribute) and parent.value is value:
+        if isinstance(parent, cst.Attribute) and parent.value is value and parent.attr.value in _MOVES:
             value = parent
         elif isinstance(parent, cst.Call) and parent.func is value:
             value = parent

@@ -28,7 +28,8 @@ class UnguardedWrite(Rule):
     Under a guard whose `or` also lets every rank in where a uniform flag or backend holds
     (`if args.use_deepspeed or accelerator.is_main_process:`), the write is flagged as racing
     there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
-    `shutil.rmtree(d, ignore_errors=True)`); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`) or
+    `shutil.rmtree(d, ignore_errors=True)`); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`;
+    the accelerator's device index, which differs between the GPU processes of one node, leaves it unknown) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample),
     writes inside `with accelerator.split_between_processes(...)` or
     `with accelerator.main_process_first():` (the main process fills a cache before the others
@@ -281,7 +282,7 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.Base
     if isinstance(node, cst.Call) and depth == 0:
         exprs = [a.value for a in node.args if a.keyword is None] + [p for p in (path,) if p is not None]
     for expr in exprs:
-        if model.reads_rank(expr) or model.made_by_rank_unique_source(expr):
+        if model.reads_rank(expr) or model.made_by_rank_unique_source(expr) or _names_the_device(model, expr):
             return True
         for name in model.index.loads_in(expr):
             value = model.value_at(name)
@@ -290,6 +291,14 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.Base
                     return True
     return False
 
+
+
+def _names_the_device(model: FileModel, expr: cst.CSTNode) -> bool:
+    """``f"...-rank{accelerator.device.index}.png"``: each GPU process has its own device, so
+    whether ranks share the path depends on the launch (one node: no; CPU, or the same local
+    index on several nodes: yes). Unknown: no finding."""
+    return any(type(node) is cst.Attribute and node.attr.value == "index" and model.is_accelerator_device(node.value)
+               for node in model.index.walk(expr))
 
 
 def _in_memory(model: FileModel, path: cst.BaseExpression) -> bool:
