@@ -361,6 +361,11 @@ _SEVERAL_PROCESSES = _STARTS_PROCESSES + (
     b"wait_for_everyone", b"main_process_first", b"split_between_processes")
 
 
+def starts_processes(code: bytes) -> bool:
+    """The code starts processes itself (``notebook_launcher``, ``mp.spawn``, ...)."""
+    return any(token in code for token in _STARTS_PROCESSES)
+
+
 def written_for_several_processes(data: bytes) -> bool:
     """The script is written for several processes, whatever its documented launch: it starts
     its own (``notebook_launcher``, ``mp.spawn``), trains (``.backward(``, a library's
@@ -389,7 +394,7 @@ def pins_one_gpu(data: bytes) -> bool:
     """The module makes one GPU visible when it is imported, and starts no processes itself: a
     launch of several GPU processes fails in its second process (the device of local rank 1
     does not exist), so it runs as one process."""
-    return bool(_PINS_ONE_GPU.search(data)) and not any(token in data for token in _STARTS_PROCESSES)
+    return bool(_PINS_ONE_GPU.search(data)) and not starts_processes(data)
 
 
 def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) -> None:
@@ -437,7 +442,7 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     code = notebook.module.encode("utf-8")
     result = lint_source(code, path, config, want_fixes=want_fixes, external=external,
                          reparser=reparser)
-    if not any(token in code for token in _STARTS_PROCESSES):
+    if not starts_processes(code):
         # the kernel is one process, and nothing here starts more (`notebook_launcher`, `spawn`):
         # what is wrong only between ranks does not happen (a `%%writefile` script is not linted
         # here: its cell is masked)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .index import FileIndex
+from .names import bound_targets
 from .objects import arguments_by_parameter
 
 _MAX_DEPTH = 3
@@ -32,12 +33,12 @@ def counts_items(index: FileIndex, expr: cst.BaseExpression, _depth: int = 0) ->
     if bound:
         return all(counts_items(index, value, _depth + 1) for value in bound)
     # never assigned in its function: a parameter that every call of this file fills with a count
-    if not isinstance(scope, cst.FunctionDef) or expr.value not in _parameter_names(scope):
-        return False
-    sites = index.call_sites(scope)
-    if not sites:
+    if not isinstance(scope, cst.FunctionDef):
         return False
     info = index.functions[scope]
+    sites = index.call_sites(scope)
+    if not sites or expr.value not in {p.name.value for p in info.params}:
+        return False
     for site in sites:
         bound_first = isinstance(site.func, cst.Attribute) and info.class_name is not None
         passed = dict(arguments_by_parameter(site, scope, bound_first))
@@ -45,10 +46,6 @@ def counts_items(index: FileIndex, expr: cst.BaseExpression, _depth: int = 0) ->
         if arg is None or not counts_items(index, arg.value, _depth + 1):
             return False
     return True
-
-
-def _parameter_names(fn: cst.FunctionDef) -> set[str]:
-    return {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
 
 
 def _values_bound(index: FileIndex, scope, name: str) -> list[cst.BaseExpression] | None:
@@ -70,7 +67,7 @@ def _values_bound(index: FileIndex, scope, name: str) -> list[cst.BaseExpression
             return None
         elif type(node) is cst.NamedExpr and _binds(node.target, name):
             return None
-        elif type(node) in (cst.WithItem,) and node.asname is not None and _binds(node.asname.name, name):
+        elif type(node) is cst.WithItem and node.asname is not None and _binds(node.asname.name, name):
             return None
     return out
 
@@ -93,11 +90,5 @@ def _paired(target: cst.BaseExpression, value: cst.BaseExpression, name: str):
     return None
 
 
-def _binds(target: cst.CSTNode, name: str) -> bool:
-    if type(target) is cst.Name:
-        return target.value == name
-    if type(target) in (cst.Tuple, cst.List):
-        return any(_binds(e.value, name) for e in target.elements)
-    if type(target) is cst.StarredElement:
-        return _binds(target.value, name)
-    return False
+def _binds(target: cst.BaseExpression, name: str) -> bool:
+    return any(type(bound) is cst.Name and bound.value == name for bound in bound_targets(target))

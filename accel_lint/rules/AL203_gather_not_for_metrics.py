@@ -263,12 +263,11 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
     sample at a time (``results.extend(decoded)``, ``preds.append(logits.argmax(-1))``): every
     rank's list holds the padding samples of its last batch, and nothing drops them."""
     func = call.func
-    for_metrics = isinstance(func, cst.Attribute) and func.attr.value == "gather_for_metrics" \
-        and model.is_accelerator(func.value)
-    if isinstance(func, cst.Attribute) and func.attr.value == "gather" and model.is_accelerator(func.value):
-        position, receiver = 0, model.code(func.value)
-    elif for_metrics:
+    for_metrics = False
+    if isinstance(func, cst.Attribute) and func.attr.value in ("gather", "gather_for_metrics") \
+            and model.is_accelerator(func.value):
         # outside the loop `gather_for_metrics` does not know where the data ends: it gathers
+        for_metrics = func.attr.value == "gather_for_metrics"
         position, receiver = 0, model.code(func.value)
     else:
         position = _GATHER_FUNCTIONS.get(model.index.imports.qualify_expr(func) or "")
@@ -420,16 +419,14 @@ def _truncates_by_hand(model: FileModel, loop: cst.For, gather: cst.Call) -> boo
     are removed by hand."""
     gathered_at = model.line_of(gather)
     for node in model.index.walk(model.scope_of(loop)):
-        if isinstance(node, cst.Subscript) and model.line_of(node) < gathered_at:
-            continue  # a cut before the gather (the last batch's prompts) cuts something else
-        if isinstance(node, cst.Subscript) and any(
-                isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len"
-                for element in node.slice for n in model.index.walk(element)):
+        if not isinstance(node, cst.Subscript) or model.line_of(node) < gathered_at:
+            continue  # (a cut before the gather, of the last batch's prompts, cuts something else)
+        if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len"
+               for element in node.slice for n in model.index.walk(element)):
             return True
         # `[:n]` with `n` a number of samples (not `[:n * k]`, which cuts rows of k at k * n)
-        if isinstance(node, cst.Subscript) and any(
-                isinstance(element.slice, cst.Slice) and isinstance(element.slice.upper, cst.Name)
-                and model.counts_items(element.slice.upper) for element in node.slice):
+        if any(isinstance(element.slice, cst.Slice) and isinstance(element.slice.upper, cst.Name)
+               and model.counts_items(element.slice.upper) for element in node.slice):
             return True
     return False
 
