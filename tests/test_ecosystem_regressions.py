@@ -15,6 +15,35 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # `--eval` runs an evaluation entry point that builds no Accelerator, the other arm trains
+    # with one: the evaluation path is a one-process program, as a file without an Accelerator
+    # is, so its image writes are not races. The same helper called from the training arm
+    # without a guard still is.
+    "an_entry_arm_without_an_accelerator_runs_as_one_process": ("""
+        import sys
+        import imageio
+        from accelerate import Accelerator
+
+        def render(frames, out):
+            imageio.mimwrite(out, frames)
+
+        def evaluate(frames):
+            render(frames, "preview.gif")
+
+        def train(frames):
+            accelerator = Accelerator()
+            accelerator.wait_for_everyone()
+
+        def train_and_render(frames):
+            train(frames)
+            imageio.mimwrite("final.gif", frames)
+
+        if __name__ == "__main__":
+            if "--eval" in sys.argv:
+                evaluate([])
+            else:
+                train_and_render([])
+    """, [(17, "AL401")]),
     # An early-stopping helper handed the accelerator (or None): its `else` / `is None` branches
     # run only without one, outside Accelerate, as one process. The branch with the accelerator
     # still writes the same file on every rank.

@@ -1657,7 +1657,8 @@ class FileModel:
         if sites:
             uses_one = scope in self._scopes_using_an_accelerator
             return any(
-                self.rank_guard_of(site) is None and not self.rank_undecided_at(site) and (
+                self.rank_guard_of(site) is None and not self.rank_undecided_at(site)
+                and not self._in_one_process_arm(site) and (
                     self.runs_on_every_rank(caller := self.index.scope_of(site), _seen | {scope})
                     # `def main(argv): train(cfg)` handed to `app.run(main)`: every process runs
                     # the entry point, so a function that uses an accelerator runs where it calls it
@@ -1729,6 +1730,51 @@ class FileModel:
     @cached_property
     def _scopes_using_an_accelerator(self) -> set:
         return {self.index.scope_of(n) for n, v in self.objects.values.items() if v.is_acc}
+
+    @cached_property
+    def _reaching_an_accelerator(self) -> frozenset:
+        """The functions of this file that use an accelerator or call (through functions of this
+        file) one that does."""
+        reaching = {s for s in self._scopes_using_an_accelerator if isinstance(s, cst.FunctionDef)}
+        callers: dict[cst.FunctionDef, set] = {}
+        for call in self.index.calls:
+            target = self.index.resolve_call(call) or self.index.constructor_of(call)
+            if target is not None:
+                callers.setdefault(target, set()).add(self.index.scope_of(call))
+        work = list(reaching)
+        while work:
+            for caller in callers.get(work.pop(), ()):
+                if isinstance(caller, cst.FunctionDef) and caller not in reaching:
+                    reaching.add(caller)
+                    work.append(caller)
+        return frozenset(reaching)
+
+    def _reaches_an_accelerator(self, node: cst.CSTNode) -> bool:
+        """Code in ``node`` makes or uses an accelerator, or calls a function of this file that
+        does (see ``_reaching_an_accelerator``)."""
+        for inner in self.index.walk(node):
+            if type(inner) is cst.Call and ((self.index.resolve_call(inner) or self.index.constructor_of(inner))
+                                            in self._reaching_an_accelerator):
+                return True
+            if type(inner) is cst.Name and (value := self.objects.values.get(inner)) is not None and value.is_acc:
+                return True
+        return False
+
+    def _in_one_process_arm(self, site: cst.CSTNode) -> bool:
+        """``site`` is module code in an arm of an ``if`` that makes and uses no accelerator while
+        the other arm does (``if args.eval: evaluate() else: train()``): the path that never
+        builds an Accelerator is a one-process program, as a file without one is."""
+        if not isinstance(self.index.scope_of(site), cst.Module):
+            return False
+        child = site
+        for parent in self.ancestors(site):
+            if isinstance(parent, cst.If) and child is not parent.test:
+                arm, other = (parent.body, parent.orelse) if child is parent.body else (parent.orelse, parent.body)
+                if other is not None and not self._reaches_an_accelerator(arm) \
+                        and self._reaches_an_accelerator(other):
+                    return True
+            child = parent
+        return False
 
     # -- I/O ----------------------------------------------------------------------------------
     def _origins_of(self, expr: cst.BaseExpression) -> tuple[frozenset, str | None]:
