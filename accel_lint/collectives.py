@@ -56,13 +56,17 @@ WRITING_METHODS: Final = "WRITING_METHODS"
 # not a collective: a function or class of another module that starts an experiment tracker's run
 # (`wandb.init`) whenever it runs, as DOWNLOADS finds downloads; its detail is "<what>|<line>"
 STARTS_TRACKER: Final = "STARTS_TRACKER"
+# not a collective: a function of another module that rebinds `builtins.print` (torchvision's
+# `setup_for_distributed(is_main)`): after a call, `print` is the program's own choice on each
+# rank; its detail is "<the assignment>|<line>"
+REPLACES_PRINT: Final = "REPLACES_PRINT"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
                             WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
-                            STARTS_TRACKER})
+                            STARTS_TRACKER, REPLACES_PRINT})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
 MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
-                               WRITING_METHODS, STARTS_TRACKER})
+                               WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

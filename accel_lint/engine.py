@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, DOWNLOADS, MADE_FACTS, RANK_PREDICATE, STARTS_TRACKER, WRITES_FILE
+from .collectives import ACCELERATOR_FACTORY, DOWNLOADS, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -707,7 +707,7 @@ def _may_tell(path: str, names: set[str], whys: frozenset) -> bool:
         # a rank or rank predicate for names read or called, a write for names called
         tokens = tuple(source.encode() for source in RANK_SOURCE_NAMES)
         if "called" in whys:
-            tokens += _write_tokens()
+            tokens += (*_write_tokens(), b"builtin")  # (a print override: `builtins.print = ...`)
         if not any(token in data for token in tokens):
             return False
     alternatives = b"|".join(re.escape(name.encode()) for name in sorted(names))
@@ -861,7 +861,8 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
                 elif why == "called":  # called with its result unused: a write (or a rank) matters
-                    ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE, DOWNLOADS, STARTS_TRACKER)]
+                    ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE, DOWNLOADS, STARTS_TRACKER,
+                                                        REPLACES_PRINT)]
                 elif why != "guarded":  # only assigned from: what it returns matters (a rank too)
                     ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RANK_PREDICATE, WRITES_FILE)
                            or op[0] in MADE_FACTS]

@@ -1909,3 +1909,37 @@ def test_the_raw_clip_message_names_what_it_does_on_tpu():
     """)
     [finding] = [d for d in lint_source(source, "tpu_train.py", Config()).diagnostics if d.code == "AL103"]
     assert "each core's gradients before they are averaged on TPU (XLA)" in finding.message
+
+
+def test_a_print_override_in_another_module_gates_the_prints(tmp_path):
+    """torchvision's `setup_for_distributed(is_master)` rebinds `builtins.print` (imported as
+    `__builtin__`) in a helper module; a script that calls it has a print that prints on the main
+    process only, so its prints are not per-rank. A print in a script that never calls it still
+    is, and so is a progress bar (it does not go through `print`)."""
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""\
+        def setup_for_distributed(is_master):
+            import builtins as __builtin__
+            builtin_print = __builtin__.print
+
+            def print(*args, **kwargs):
+                if is_master or kwargs.pop("force", False):
+                    builtin_print(*args, **kwargs)
+
+            __builtin__.print = print
+    """))
+    script = textwrap.dedent("""\
+        from accelerate import Accelerator
+        from tqdm import tqdm
+        import helpers
+
+        accelerator = Accelerator()
+        accelerator.wait_for_everyone()
+        {setup}
+        for step in tqdm(range(10)):
+            print("step", step)
+    """)
+    (tmp_path / "gated.py").write_text(script.format(setup="helpers.setup_for_distributed(accelerator.is_main_process)"))
+    (tmp_path / "plain.py").write_text(script.format(setup="pass"))
+    _, found = json_findings("--no-cache", "--select", "AL403", ".", cwd=tmp_path)
+    assert sorted((f["path"], f["line"], f["message"].split("`")[1]) for f in found) == [
+        ("gated.py", 8, "tqdm()"), ("plain.py", 8, "tqdm()"), ("plain.py", 9, "print()")]

@@ -43,7 +43,7 @@ from .moves import rank_branch_of
 from .rank_data import RankData
 from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
-                           WRITES_FILE, WRITING_METHODS, STARTS_TRACKER)
+                           WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -522,6 +522,8 @@ class FileModel:
             out.setdefault(name, []).append((DOWNLOADS, detail))
         for name, detail in self.tracker_starting_names().items():
             out.setdefault(name, []).append((STARTS_TRACKER, detail))
+        for name, detail in self.print_replacing_names().items():
+            out.setdefault(name, []).append((REPLACES_PRINT, detail))
         for name, cls in self.index.classes.items():
             parameters = self.objects.class_iterated_parameters(cls) if cls.node in self.index.module.body else ()
             if parameters:
@@ -565,6 +567,40 @@ class FileModel:
             qualified = self.index.imports.qualify_expr(call.func) or ""
             return qualified if qualified in self.library.tracker_starts else None
         return self._names_reaching(starts)
+
+    def print_replacing_names(self) -> dict[str, str]:
+        """Module-level functions that rebind ``builtins.print`` in their body (torchvision's
+        ``setup_for_distributed(is_master)``, which silences the other ranks): name ->
+        ``"<the assignment>|<line>"``."""
+        out = {}
+        for name, fn in self.index.module_functions.items():
+            for node in self.index.walk(fn):
+                if type(node) is cst.AssignTarget and self._is_builtin_print(node.target):
+                    out[name] = f"{self.code(node.target)}|{self.line_of(node)}"
+                    break
+        return out
+
+    @cached_property
+    def replaces_builtin_print(self) -> bool:
+        """The file rebinds ``builtins.print``, or calls another module's function that does
+        (``REPLACES_PRINT``): what ``print`` does on each rank is the program's own choice."""
+        if any(type(node) is cst.AssignTarget and self._is_builtin_print(node.target) for node in self.index.parents):
+            return True
+        return any(self._imported_fact(call, REPLACES_PRINT) is not None for call in self.index.calls)
+
+    @cached_property
+    def _builtins_names(self) -> frozenset[str]:
+        """The names the builtins module goes by in this file (``import builtins as __builtin__``)."""
+        names = {"builtins", "__builtins__"}
+        for node in self.index.parents:
+            if type(node) is cst.ImportAlias and self.code(node.name) in ("builtins", "__builtin__"):
+                names.add(node.asname.name.value if node.asname is not None and type(node.asname.name) is cst.Name
+                          else self.code(node.name))
+        return frozenset(names)
+
+    def _is_builtin_print(self, target: cst.BaseExpression) -> bool:
+        return type(target) is cst.Attribute and target.attr.value == "print" and type(target.value) is cst.Name \
+            and target.value.value in self._builtins_names
 
     def imported_tracker_start(self, call: cst.Call) -> str | None:
         """``"<the call> on line <n> of its module"`` where ``call`` calls another module's

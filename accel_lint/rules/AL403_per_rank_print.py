@@ -21,7 +21,9 @@ class PerRankPrint(Rule):
     Not flagged: `accelerator.print`; prints whose arguments mention the rank or this
     rank's device (the accelerator's, or a prepared model's: deliberate per-rank debugging); `print(..., file=...)`; prints before the
     accelerator is created; anything under `if accelerator.is_main_process:`; `print` in a file
-    that rebinds `builtins.print` (`builtins.print = lambda *args: None` on the other ranks).
+    that rebinds `builtins.print` (`builtins.print = lambda *args: None` on the other ranks), or
+    that calls a function of another module of the tree that does (torchvision's
+    `setup_for_distributed(is_master)`).
 
     ## Why is this bad?
     Every line is printed once per process and progress bars from N ranks overwrite each
@@ -174,7 +176,7 @@ class PerRankPrint(Rule):
             if constructor in order:
                 where = model.scope_of(constructor)
                 first_accelerator[where] = min(order[constructor], first_accelerator.get(where, order[constructor]))
-        print_replaced = _replaces_builtin_print(model)
+        print_replaced = model.replaces_builtin_print
         for call in model.index.calls:
             kind = _kind(model, call)
             if kind is None or model.rank_guard_of(call) is not None:
@@ -320,12 +322,3 @@ def _is_rank_device(model: FileModel, expr: cst.BaseExpression) -> bool:
         value = model.value_at(expr.value)
         return value is not None and value.prepared in (YES, MAYBE) and value.kind in ("model", None)
     return False
-
-
-def _replaces_builtin_print(model: FileModel) -> bool:
-    """The file rebinds ``builtins.print`` (the usual way to silence the ranks other than the
-    main one): what ``print`` does on each rank is the file's own choice."""
-    if "builtins" not in model.index.identifiers:
-        return False
-    return any(type(node) is cst.AssignTarget and model.code(node.target) in ("builtins.print", "__builtins__.print")
-               for node in model.index.parents)
