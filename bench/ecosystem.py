@@ -255,6 +255,19 @@ GIT_CORPORA = {
     "review-analyst-vi": ("nguyenvanson1998/Review-Analyst", "0ceaea7ac753da2bbcfd473afdcc891cebf13871", None),
     "tfg-time-series-transformer": ("AntonioLuisGH/TFG_TST", "44875db77ae4ec96eb59c6c3833454831632342e", "TFG_Code"),
     "pdiff-param-diffusion": ("NUS-HPC-AI-Lab/Neural-Network-Parameter-Diffusion", "fa86d3c68dc55d5317512718ad0699df924cdb14", None),
+    # batch 21 (2026-11-28, twelfth session): first contact recorded at a72ef6c, the session's start
+    "yarn-long-context-finetune": ("jquesnelle/yarn", "995db5b575e75230b3384d658f8b944c9662f775", None),
+    "lm-human-prefs-ppo": ("vwxyzjn/lm-human-preference-details", "ccc19538e817e98a60d3253242ac15e2a562cb49", None),
+    "nanot5-pretraining": ("PiotrNawrot/nanoT5", "1375b389d33ab4f34754a9fca62e4cfa1dd52379", None),
+    "timm-imagenet-classification": ("cnut1648/accelerate_timm", "d5fe05ebc1f020cf1d3a092a1e17fdf29c22c127", None),
+    "spectral-semantic-segmentation": ("lukemelas/deep-spectral-segmentation", "b89b6506cd6c300e6c954d12f27d5215362b7ca1", None),
+    "omnigen-image-generation": ("VectorSpaceLab/OmniGen", "d4752019ae16741dc3801fd4989432aad4c81a4f", None),
+    "vits-tts-finetune": ("ylacombe/finetune-hf-vits", "6f3f51f4d667f5c3eef89484d151ffd39d2c2b89", None),
+    "facodec-speech-codec": ("Plachtaa/FAcodec", "01ccfa99d1a973e9d56bcd0dbbd3d1c366165209", None),
+    "lamp-video-motion-diffusion": ("RQ-Wu/LAMP", "33cd87a1b67bd7b469ed2a0ca8f3a013dde3cb5e", None),
+    "diffullama-diffusion-lm": ("HKUNLP/DiffuLLaMA", "c17e897f6476c174b4623da594e4c65554f1613d", "DiffuLLaMA-training"),
+    "xrag-retrieval-lm": ("Hannibal046/xRAG", "121fa4180a8c1fa0ec1af5901d879452e5c9ce89", None),
+    "agentgym-behavior-cloning": ("WooooDyy/AgentGym", "3ef9235d23e68e7c2920c5422ad957dc8ced5c6c", "agentenv"),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
