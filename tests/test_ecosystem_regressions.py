@@ -15,6 +15,63 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # DeepSpeed's DummyScheduler hands its horizon to the engine, which steps once per optimizer
+    # step (the prepared wrapper's step() does nothing): a horizon equal to the loop's bound is
+    # right there. On the other path a scheduler picked by an if/elif chain and then prepared
+    # keeps both constructors as what it may be, and its horizon is the loop's bound: reported.
+    "a_dummy_scheduler_steps_with_the_engine_the_other_path_is_reported": ("""
+        from accelerate import Accelerator
+        from accelerate.utils import DummyOptim, DummyScheduler
+        from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
+
+        def train(args, model, loader):
+            accelerator = Accelerator()
+            if args.deepspeed:
+                optim = DummyOptim(model.parameters())
+                scheduler = DummyScheduler(optim, num_training_steps=args.max_train_steps, num_warmup_steps=10)
+                model, optim, loader, scheduler = accelerator.prepare(model, optim, loader, scheduler)
+            else:
+                model = accelerator.prepare(model)
+                optim = torch.optim.AdamW(model.parameters())
+                if args.schedule == "linear":
+                    scheduler = get_linear_schedule_with_warmup(optim, num_training_steps=args.max_train_steps,
+                                                                num_warmup_steps=10)
+                elif args.schedule == "constant":
+                    scheduler = get_constant_schedule_with_warmup(optim, num_warmup_steps=10)
+                optim, loader, scheduler = accelerator.prepare(optim, loader, scheduler)
+            done = 0
+            for batch in loader:
+                accelerator.backward(model(**batch).loss)
+                optim.step()
+                scheduler.step()
+                done += 1
+                if done >= args.max_train_steps:
+                    break
+    """, [(15, "AL202")]),
+    # The horizon picked by a conditional expression on the flag set where the count was
+    # derived: the count from `len(loader)` before `prepare` when the user gave none (right for
+    # a prepared scheduler), the user's optimizer-step budget x num_processes otherwise (right
+    # too). With the arms swapped, the derived count is multiplied: reported.
+    "a_horizon_chosen_by_the_derivation_flag_is_right_on_both_paths": ("""
+        import math
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import get_scheduler
+
+        def main(args, model, optimizer, dataset):
+            accelerator = Accelerator()
+            loader = DataLoader(dataset, batch_size=4)
+            overrode = False
+            per_epoch = math.ceil(len(loader) / args.accum)
+            if args.max_train_steps is None:
+                args.max_train_steps = args.epochs * per_epoch
+                overrode = True
+            right = args.max_train_steps if overrode else args.max_train_steps * accelerator.num_processes
+            wrong = args.max_train_steps * accelerator.num_processes if overrode else args.max_train_steps
+            scheduler = get_scheduler("cosine", optimizer=optimizer, num_training_steps=right)
+            other = get_scheduler("cosine", optimizer=optimizer, num_training_steps=wrong)
+            model, optimizer, loader, scheduler, other = accelerator.prepare(model, optimizer, loader, scheduler, other)
+    """, [(17, "AL202")]),
     # `--eval` runs an evaluation entry point that builds no Accelerator, the other arm trains
     # with one: the evaluation path is a one-process program, as a file without an Accelerator
     # is, so its image writes are not races. The same helper called from the training arm

@@ -184,8 +184,9 @@ class LoaderLengths:
         return LengthsState(self._key, self._walks)
 
     def _constant_flags(self, scope: ScopeNode) -> set[str]:
-        """Names this scope assigns ``True`` or ``False``: the only tests worth following per
-        path (forking on every other test would multiply paths for nothing)."""
+        """Names this scope assigns ``True`` or ``False`` and tests (in an ``if``, a ``while`` or a
+        conditional expression): the only tests worth following per path (forking on every
+        other test would multiply paths for nothing)."""
         assigned, tested = set(), set()
         for node in self.index.walk(scope):
             if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value in ("True", "False"):
@@ -193,7 +194,7 @@ class LoaderLengths:
                     key = dotted_name(target.target)
                     if key is not None:
                         assigned.add(key)
-            elif type(node) in (cst.If, cst.While):
+            elif type(node) in (cst.If, cst.While, cst.IfExp):
                 test = node.test
                 while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
                     test = test.expression
@@ -262,6 +263,11 @@ class LoaderLengths:
         if kind is cst.BooleanOperation:
             return self._eval(expr.left, read) | self._eval(expr.right, read)
         if kind is cst.IfExp:
+            # `derived if overrode_max_train_steps else args.max_train_steps * num_processes`:
+            # on a path that knows the flag, only its arm is taken
+            arm = self._arm_taken(expr.test, getattr(read, "flags", None))
+            if arm is not None:
+                return self._eval(expr.body if arm else expr.orelse, read)
             return self._eval(expr.body, read) | self._eval(expr.orelse, read)
         if kind is cst.Comparison:
             out = self._eval(expr.left, read)
@@ -286,7 +292,21 @@ class LoaderLengths:
         def read(load: cst.BaseExpression) -> frozenset:
             key = dotted_name(load)
             return self._lookup(key, path) if key is not None else _EMPTY
+        read.flags = path.flags  # (for a conditional expression's test)
         return read
+
+    def _arm_taken(self, test: cst.BaseExpression, flags: dict[str, bool] | None) -> bool | None:
+        """Whether a path with ``flags`` takes the true arm of a test of a flag (``overrode``,
+        ``not overrode``); ``None`` when the path does not know."""
+        if not flags:
+            return None
+        negate = False
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            negate = not negate
+            test = test.expression
+        flag = dotted_name(test)
+        known = flags.get(flag) if flag is not None else None
+        return None if known is None else known != negate
 
     def _lookup(self, key: str, path: _Path) -> frozenset:
         if key in path.env:

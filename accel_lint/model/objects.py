@@ -1216,14 +1216,18 @@ class ObjectTracker:
             # prepare() returns an object that is not a module, optimizer, loader or scheduler
             # unchanged; of an object of unknown kind nothing is known: it may or may not have been
             # wrapped, and no rule reports on it
-            return Value(prepared=MAYBE, origin=inner.origin if inner else arg, prepared_at=call)
+            return Value(prepared=MAYBE, origin=inner.origin if inner else arg,
+                         alternatives=inner.alternatives if inner else frozenset(), prepared_at=call)
         not_wrapped = bool(inner and inner.frozen) or any(
             a.keyword is not None and a.keyword.value == "evaluation_mode" and isinstance(a.value, cst.Name) and a.value.value == "True"
             for a in call.args
         )
         if inner is not None and inner.prepared == YES:
             return inner  # prepare() returns an already prepared object unchanged
-        return Value(kind=kind, prepared=YES, origin=inner.origin if inner else arg, not_wrapped=not_wrapped, prepared_at=call)
+        # (what it was made by stays known: one of several constructors on different paths)
+        return Value(kind=kind, prepared=YES, origin=inner.origin if inner else arg,
+                     alternatives=inner.alternatives if inner else frozenset(), not_wrapped=not_wrapped,
+                     prepared_at=call)
 
     # -- statements ---------------------------------------------------------------
     def _record(self, node: cst.CSTNode, env: Env) -> None:

@@ -562,7 +562,11 @@ def _inflated_horizons(model: FileModel):
 def _horizons(model: FileModel, call: cst.Call) -> list[cst.BaseExpression]:
     """The step counts a scheduler is built with: its horizon keywords (``num_training_steps=``,
     ``T_max=``), and the positional arguments the library table's ``scheduler-horizons`` names
-    for its factory (``get_linear_schedule_with_warmup(opt, warmup, total)``)."""
+    for its factory (``get_linear_schedule_with_warmup(opt, warmup, total)``). None for
+    DeepSpeed's ``DummyScheduler``: the engine steps the scheduler of its config once per
+    optimizer step, and the prepared wrapper's ``step()`` does nothing."""
+    if (model.index.imports.qualify_expr(call.func) or model.code(call.func)).rsplit(".", 1)[-1] == "DummyScheduler":
+        return []
     out = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in _HORIZONS]
     positions = model.library.scheduler_horizons.get(model.index.imports.qualify_expr(call.func) or "")
     if positions:
