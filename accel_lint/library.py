@@ -59,6 +59,9 @@ class Library:
     trackers: frozenset[str] = frozenset()  # calls that log to an experiment tracker
     tracker_starts: frozenset[str] = frozenset()  # of those, the ones that create a run
     tracker_writers: frozenset[str] = frozenset()  # of those, the ones whose result logs by `add_*`
+    # objects whose method writes a file, by the call that makes them: qualified maker ->
+    # (the writing method, how it writes, the object's methods that return another such object)
+    writer_objects: dict[str, tuple[str, WriteModel, frozenset[str]]] = field(default_factory=dict)
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -88,6 +91,7 @@ class Library:
             trackers=self.trackers,
             tracker_starts=self.tracker_starts,
             tracker_writers=self.tracker_writers,
+            writer_objects=self.writer_objects,
         )
 
 
@@ -103,6 +107,8 @@ def default_library() -> Library:
     return Library(
         writes={name: _write_model(row) for name, row in data.get("writes", {}).items()},
         write_methods={name: _write_model(row) for name, row in data.get("write-methods", {}).items()},
+        writer_objects={name: (row["method"], _write_model(row), frozenset(row.get("keeps", ())))
+                        for name, row in data.get("writer-objects", {}).items()},
         unguarded_saver_suffixes=tuple(data.get("unguarded-savers", {}).get("class-suffixes", ())),
         unguarded_model_attributes=tuple(data.get("unguarded-savers", {}).get("model-attributes", ())),
         unguarded_saver_packages=tuple(data.get("unguarded-savers", {}).get("packages", ())),

@@ -15,6 +15,43 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # Evaluation helpers handed their arguments through `**kwargs` of a `dict(...)`: the loader
+    # the helper iterates is the unprepared one (AL201). It keeps the dataset's order
+    # (shuffle=False), so every rank walks the same samples and saves the same PIL image files
+    # (AL401). The prepared loader's samples are each rank's own: their files are not shared.
+    "helpers_called_with_a_dict_of_keyword_arguments": ("""
+        import torch
+        from PIL import Image
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def generate(model, loader, accelerator):
+            with torch.no_grad():
+                for batch in loader:
+                    preds = model(batch["x"]).argmax(1).cpu().numpy()
+                    Image.fromarray(preds).convert("L").save(f"preds/{batch['id'][0]}.png")
+
+        def generate_sharded(model, loader):
+            with torch.no_grad():
+                for batch in loader:
+                    preds = model(batch["x"]).argmax(1).cpu().numpy()
+                    Image.fromarray(preds).save(f"preds/{batch['id'][0]}.png")
+
+        def main(train_set, val_set):
+            accelerator = Accelerator()
+            net = torch.nn.Linear(4, 2)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            train_dl = DataLoader(train_set, batch_size=8, shuffle=True)
+            val_dl = DataLoader(val_set, batch_size=1, shuffle=False)
+            sharded_dl = DataLoader(val_set, batch_size=1)
+            net, opt, train_dl, sharded_dl = accelerator.prepare(net, opt, train_dl, sharded_dl)
+            for batch in train_dl:
+                accelerator.backward(net(batch["x"]).mean())
+                opt.step()
+            kwargs = dict(model=net, loader=val_dl, accelerator=accelerator)
+            generate(**kwargs)
+            generate_sharded(net, sharded_dl)
+    """, [(8, "AL201"), (10, "AL401")]),
     # DeepSpeed's DummyScheduler hands its horizon to the engine, which steps once per optimizer
     # step (the prepared wrapper's step() does nothing): a horizon equal to the loop's bound is
     # right there. On the other path a scheduler picked by an if/elif chain and then prepared

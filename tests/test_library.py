@@ -145,3 +145,22 @@ def test_a_projects_own_loader_class_is_a_loader_and_without_the_row_unknown(tmp
     (tmp_path / "pyproject.toml").write_text('[tool.accel-lint]\nextend-loader-classes = "fastdata.FastLoader"\n')
     proc = run_cli("--no-cache", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 2 and "extend-loader-classes" in proc.stderr
+
+
+def test_an_object_the_table_says_writes_by_a_method_is_a_write(tmp_path):
+    """`writer-objects`: a PIL image made by `Image.fromarray` (also through `.convert`, or bound
+    to a name) writes with `.save(path)`; an object of unknown making does not."""
+    (tmp_path / "save_images.py").write_text(textwrap.dedent("""\
+        from PIL import Image
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        accelerator.wait_for_everyone()
+        Image.fromarray(frame).convert("L").save("frame.png")
+        picture = Image.open("in.png").resize((8, 8))
+        picture.save("small.png")
+        thing = make_thing()
+        thing.save("thing.png")
+    """))
+    _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
+    assert [f["line"] for f in found] == [6, 8]

@@ -548,6 +548,37 @@ class FileIndex:
                 sites.setdefault(target, []).append(call)
         return sites
 
+    def spread_keywords(self, call: cst.Call) -> list[cst.Arg]:
+        """The keyword arguments a ``**name`` argument of ``call`` spreads, where ``name`` is bound
+        once in the call's scope to ``dict(a=..., b=...)`` or ``{"a": ..., "b": ...}`` and used
+        nowhere else but in such spreads (``kwargs = dict(model=model, loader=val_dl)`` then
+        ``evaluate(**kwargs)``): one argument per key, the key as its keyword. Empty otherwise."""
+        out: list[cst.Arg] = []
+        for arg in call.args:
+            if arg.star == "**" and type(arg.value) is cst.Name:
+                out += self._spread_dict(arg.value.value, self.scope_of(call))
+        return out
+
+    def _spread_dict(self, name: str, scope: ScopeNode) -> list[cst.Arg]:
+        made = None
+        for node in self.walk(scope):
+            if type(node) is not cst.Name or node.value != name:
+                continue
+            parent = self.parents.get(node)
+            if type(parent) is cst.AssignTarget and made is None and len(self.parents[parent].targets) == 1:
+                made = self.parents[parent].value
+            elif not (type(parent) is cst.Arg and parent.star == "**"):
+                return []  # read, changed or bound again elsewhere: what it holds is unknown
+        if type(made) is cst.Call and type(made.func) is cst.Name and made.func.value == "dict" \
+                and made.args and all(a.keyword is not None and not a.star for a in made.args):
+            return list(made.args)
+        if type(made) is cst.Dict and made.elements and all(
+                type(e) is cst.DictElement and type(e.key) is cst.SimpleString
+                and isinstance(e.key.evaluated_value, str) and e.key.evaluated_value.isidentifier()
+                for e in made.elements):
+            return [cst.Arg(value=e.value, keyword=cst.Name(e.key.evaluated_value)) for e in made.elements]
+        return []
+
     def call_sites(self, fn: cst.FunctionDef) -> list[cst.Call]:
         """The calls of this file that reach ``fn`` (as ``resolve_call`` resolves them)."""
         return self._call_sites.get(fn, [])

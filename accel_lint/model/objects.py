@@ -440,11 +440,13 @@ def _thaws_some_parameter(loop: cst.CSTNode, walk) -> str | None:
     return None
 
 
-def arguments_by_parameter(call: cst.Call, target: cst.FunctionDef, bound_first: bool) -> list[tuple[str, cst.Arg]]:
+def arguments_by_parameter(call: cst.Call, target: cst.FunctionDef, bound_first: bool,
+                           spread: list[cst.Arg] = ()) -> list[tuple[str, cst.Arg]]:
     """``(parameter name, argument)`` for each argument of ``call`` to ``target``, up to the
-    first ``*args``/``**kwargs``. ``bound_first``: the call fills ``self``/``cls`` itself (a
-    method called on an object, or a class constructed), so positions start at the second
-    parameter."""
+    first ``*args``/``**kwargs``, then the keyword arguments ``spread`` (what a ``**kwargs`` of
+    the call holds: ``FileIndex.spread_keywords``). ``bound_first``: the call fills
+    ``self``/``cls`` itself (a method called on an object, or a class constructed), so
+    positions start at the second parameter."""
     names = [p.name.value for p in (*target.params.posonly_params, *target.params.params)]
     if bound_first and names and names[0] in ("self", "cls"):
         names = names[1:]
@@ -455,6 +457,8 @@ def arguments_by_parameter(call: cst.Call, target: cst.FunctionDef, bound_first:
         name = arg.keyword.value if arg.keyword is not None else (names[i] if i < len(names) else None)
         if name is not None:
             out.append((name, arg))
+    given = {name for name, _ in out}
+    out += [(arg.keyword.value, arg) for arg in spread if arg.keyword.value not in given]
     return out
 
 
@@ -1355,7 +1359,8 @@ class ObjectTracker:
         if target is not None:
             pending = self._current.passed.setdefault(target, {})
             self._read(("prepares", target))
-            for pname, arg in arguments_by_parameter(call, target, isinstance(func, cst.Attribute) or constructed is not None):
+            for pname, arg in arguments_by_parameter(call, target, isinstance(func, cst.Attribute) or constructed is not None,
+                                                     self.index.spread_keywords(call)):
                 v = self.value_of(arg.value, env)
                 pending.setdefault(pname, []).append(v if v is not None else Value(origin=arg.value))
                 if pname in self.summaries[target].prepares_params:

@@ -240,13 +240,24 @@ class RankData:
             counted = counted or (dotted_name(inner.func) or "").endswith("enumerate")
             inner = inner.args[0].value
         value = self._value_at(inner) if type(inner) in (cst.Name, cst.Attribute) else None
-        loader = value is not None and value.kind == "loader"
+        loader = value is not None and value.kind == "loader" and not self._same_batches_everywhere(value)
         varies = tainted or loader or self._eval(iterable, self._reader(env))
         if counted and type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2:
             self._bind(target.elements[0].value, tainted, env)
             self._bind(target.elements[1].value, varies, env)
             return
         self._bind(target, varies, env)
+
+    def _same_batches_everywhere(self, value) -> bool:
+        """A loader never prepared, made only by ``DataLoader(...)`` calls that keep the dataset's
+        order (``shuffle=False``, or no shuffle, sampler or spread keywords): every rank iterates
+        the same batches in the same order, so a batch is the same on every rank."""
+        from .objects import NO
+
+        origins = value.origins()
+        return value.prepared == NO and bool(origins) and all(
+            type(made) is cst.Call and (self.index.imports.qualify_expr(made.func) or dotted_name(made.func) or "")
+            .rsplit(".", 1)[-1] == "DataLoader" and _keeps_order(made) for made in origins)
 
     def _small(self, small: cst.CSTNode, env: set[str], tainted: bool) -> set[str]:
         self._record(small, env)
@@ -295,3 +306,18 @@ class RankData:
                 self._note_exit(key)
             else:
                 env.discard(key)
+
+
+def _keeps_order(loader: cst.Call) -> bool:
+    """``DataLoader(dataset, ..., shuffle=False)`` with no sampler: batches in the dataset's
+    order. No ``shuffle=`` at all is the same only where no ``**`` spread may carry one."""
+    keywords = {arg.keyword.value: arg.value for arg in loader.args if arg.keyword is not None}
+    if "sampler" in keywords or "batch_sampler" in keywords:
+        return False
+    positional = [arg for arg in loader.args if arg.keyword is None]
+    if any(arg.star == "*" for arg in positional) or len(positional) > 2:
+        return False  # (the third positional argument is `shuffle`)
+    shuffle = keywords.get("shuffle")
+    if shuffle is not None:
+        return type(shuffle) is cst.Name and shuffle.value == "False"
+    return not any(arg.star == "**" for arg in loader.args)

@@ -81,6 +81,10 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
         if known is not None:
             return Write(call, f"{owner or '...'}.{method}", _argument(call, known.path, known.path_keyword),
                          _is_tolerant(call, known.tolerant), known.creates_directory)
+        made = _writer_object(call.func.value, method, library, imports, origins_of)
+        if made is not None:
+            return Write(call, f"{owner or _shown(call.func.value)}.{method}", _argument(call, made.path, made.path_keyword),
+                         _is_tolerant(call, made.tolerant), made.creates_directory)
         if method == "save_pretrained" and origins_of is not None:
             saver = _unguarded_saver(call.func.value, library, origins_of, imports)
             gated = any(a.keyword is not None and a.keyword.value == "is_main_process" for a in call.args)
@@ -89,6 +93,36 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
             if saver == "always" or (saver == "unless-gated" and not gated):
                 return Write(call, f"{owner or _shown(call.func.value)}.save_pretrained", first)
     return None
+
+
+def _writer_object(owner: cst.BaseExpression, method: str, library: Library, imports: ImportMap,
+                   origins_of: OriginsOf | None) -> WriteModel | None:
+    """How ``owner.<method>(...)`` writes, where ``owner`` is an object the library table's
+    ``writer-objects`` say writes by that method (``Image.fromarray(a).convert("L")``, or a name
+    every path binds to one); ``None`` otherwise."""
+    if not library.writer_objects:
+        return None
+    makers = [owner] if isinstance(owner, cst.Call) else list(origins_of(owner)[0]) if origins_of is not None else []
+    found = None
+    for made in makers:
+        model = None
+        for _ in range(8):
+            if not isinstance(made, cst.Call):
+                break
+            row = library.writer_objects.get(imports.qualify(dotted_name(made.func) or "") or "")
+            if row is not None:
+                model = row[1] if row[0] == method else None
+                break
+            # a method of such an object that returns another one: `.convert("L")`
+            if isinstance(made.func, cst.Attribute) and any(
+                    made.func.attr.value in keeps for _, _, keeps in library.writer_objects.values()):
+                made = made.func.value
+                continue
+            break
+        if model is None:
+            return None  # a path where it is something else, or unknown
+        found = model
+    return found
 
 
 def _shown(expr: cst.BaseExpression, limit: int = 50) -> str:

@@ -18,7 +18,8 @@ class UnguardedWrite(Rule):
     Flags file-system mutations outside any rank-gated region of code that runs on every
     rank: `torch.save`, `safetensors` `save_file`, `np.save`, `open(..., "w"|"a"|"x")`,
     `Path.write_text`/`write_bytes`/`mkdir`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
-    `unlink`/`rename`/`replace`/`mkdir`/`makedirs`, `df.to_csv`, and `save_pretrained` on
+    `unlink`/`rename`/`replace`/`mkdir`/`makedirs`, `df.to_csv`, a PIL image's `.save(path)`
+    (`Image.fromarray(a).convert("L").save(out)`), and `save_pretrained` on
     tokenizers, processors and configs made by their library class (`AutoTokenizer.from_pretrained`;
     unlike transformers 5 models, they do not gate themselves) and on diffusers models and
     pipelines (also through `unwrap_model`), unless given `is_main_process=`: a diffusers model
@@ -30,7 +31,9 @@ class UnguardedWrite(Rule):
     there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
     `shutil.rmtree(d, ignore_errors=True)`); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`;
     the accelerator's device index, which differs between the GPU processes of one node, leaves it unknown) or
-    are computed from the rank's own data (a dataset's `__getitem__` caching each sample),
+    are computed from the rank's own data (a dataset's `__getitem__` caching each sample, a
+    batch of a prepared loader; a loader never prepared and built with `shuffle=False` gives every
+    rank the same batches, so a path from its batch is shared),
     writes inside `with accelerator.split_between_processes(...)` or
     `with accelerator.main_process_first():` (the main process fills a cache before the others
     run the same code), temporary files,
