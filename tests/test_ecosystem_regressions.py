@@ -15,6 +15,38 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A trainer that swaps its prepared model attribute for the unwrapped one after each epoch's
+    # save, on every rank: the next epoch's training method runs the bare module (AL506). The
+    # same swap after the last epoch trains nothing afterwards.
+    "an_attribute_unwrapped_between_epochs_trains_the_next_epoch_bare": ("""
+        import torch
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+
+        class Trainer:
+            def __init__(self, loader):
+                self.accelerator = Accelerator()
+                self.model = AutoModelForCausalLM.from_pretrained("gpt2")
+                self.optimizer = torch.optim.AdamW(self.model.parameters())
+                self.model, self.optimizer, self.loader = self.accelerator.prepare(
+                    self.model, self.optimizer, loader)
+
+            def train_one_epoch(self):
+                for batch in self.loader:
+                    self.accelerator.backward(self.model(**batch).loss)
+                    self.optimizer.step()
+
+            def train(self, epochs):
+                for epoch in range(epochs):
+                    self.train_one_epoch()
+                    self.model = self.accelerator.unwrap_model(self.model)
+
+            def train_then_unwrap(self, epochs):
+                for epoch in range(epochs):
+                    self.train_one_epoch()
+                self.model = self.accelerator.unwrap_model(self.model)
+                return self.model
+    """, [(21, "AL506")]),
     # Evaluation helpers handed their arguments through `**kwargs` of a `dict(...)`: the loader
     # the helper iterates is the unprepared one (AL201). It keeps the dataset's order
     # (shuffle=False), so every rank walks the same samples and saves the same PIL image files

@@ -1563,7 +1563,7 @@ class ObjectTracker:
                 other = self._stmt(stmt.orelse, dict(env))
             else:
                 other = self._block(stmt.orelse.body.body, dict(env))
-            return _merge_envs(then, other)
+            return self._join(then, other)
         if isinstance(stmt, (cst.For, cst.While)):
             head = stmt.iter if isinstance(stmt, cst.For) else stmt.test
             self._record(head, env)
@@ -1578,13 +1578,13 @@ class ObjectTracker:
                 first = self._block(stmt.body.body, dict(entry))
                 second_entry = entry
                 for state in (first, *exits[1]):
-                    second_entry = _merge_envs(second_entry, state) or second_entry
+                    second_entry = self._join(second_entry, state) or second_entry
                 second = self._block(stmt.body.body, dict(second_entry))
                 for state in exits[1]:
                     second = _merge_envs(second, state)
             finally:
                 self._loop_exits.pop()
-            out = _merge_envs(env, second) or env
+            out = self._join(env, second) or env
             if stmt.orelse is not None:
                 out = self._block(stmt.orelse.body.body, out) or out
             leaving = self._breaks_out_after(stmt)
@@ -1630,6 +1630,24 @@ class ObjectTracker:
         # other compound statements (TryStar, etc.): record and keep going
         self._record(stmt, env)
         return env
+
+    def _join(self, a: Env | None, b: Env | None) -> Env | None:
+        """``_merge_envs``, where an attribute of ``self`` that one path binds and the other does
+        not holds, on the other, what the class's methods bind (``self.model =
+        unwrap_model(self.model)`` in a loop: the first pass read the prepared model)."""
+        if a is not None and b is not None and self._scope is not None:
+            for key in a.keys() ^ b.keys():
+                if key.startswith(("self.", "cls.")):
+                    side = b if key in a else a
+                    held = self.lookup(key, side, self._scope)
+                    if held is not None:
+                        if side is a:
+                            a = dict(a)
+                            a[key] = held
+                        else:
+                            b = dict(b)
+                            b[key] = held
+        return _merge_envs(a, b)
 
     def _breaks_out_after(self, loop: cst.CSTNode) -> tuple[str, bool] | None:
         """For a loop followed by ``if stop: break`` (or ``if not go_on: break``): the flag and

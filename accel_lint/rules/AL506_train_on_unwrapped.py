@@ -15,7 +15,9 @@ class TrainOnUnwrapped(Rule):
     Flags `model = accelerator.unwrap_model(model)` or `model = model.module` (the bare module
     bound to the name that holds the prepared, wrapped model) on every rank, when a training loop (one that runs a backward
     pass) calls that name's forward, or passes it to a call, afterwards: later in the function,
-    or in the next pass of a loop around the rebinding.
+    or in the next pass of a loop around the rebinding (also through a method of the class that
+    the loop calls: `self.model = accelerator.unwrap_model(self.model)` after each epoch's
+    `self.train_one_epoch()`).
     Also flags the forward, in a training loop, of the module that was given to `prepare`
     when the wrapped result was bound to another name (`ddp_model = accelerator.prepare(model)`
     then `model(batch)`), unless the forward runs under `torch.no_grad()` or the module has no
@@ -443,6 +445,10 @@ def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call 
             continue  # unwrapping again is no training use
         if isinstance(node, cst.AssignTarget) and dotted_name(node.target) == name and node is not assign.targets[0]:
             break  # rebound on every path that follows: the name no longer holds the bare module
+        if name.startswith("self.") and isinstance(node, cst.Call):
+            inner = _method_trains_on(model, node, name)
+            if inner is not None:
+                return inner  # `self.train_one_epoch()`, whose training loop runs `self.model(batch)`
         if not isinstance(node, cst.Call) or not any(isinstance(p, (cst.For, cst.While)) and model.loop_trains(p)
                                                      for p in model.ancestors(node)):
             continue
@@ -453,6 +459,19 @@ def _trained_after(model: FileModel, name: str, assign: cst.Assign) -> cst.Call 
                 isinstance(node.func, cst.Attribute) and model.is_accelerator(node.func.value)):
             given = node
     return given
+
+
+def _method_trains_on(model: FileModel, call: cst.Call, name: str) -> cst.Call | None:
+    """The forward ``self.<attr>(...)`` in a training loop of the method of this class that
+    ``call`` runs (``self.train_one_epoch()``), if any."""
+    target = model.index.resolve_call(call)
+    if target is None or target is model.scope_of(call):
+        return None
+    for inner in model.index.walk(target):
+        if isinstance(inner, cst.Call) and dotted_name(inner.func) == name and any(
+                isinstance(p, (cst.For, cst.While)) and model.loop_trains(p) for p in model.ancestors(inner)):
+            return inner
+    return None
 
 
 def _exit_after(model: FileModel, assign: cst.Assign) -> type | None:
