@@ -1025,6 +1025,8 @@ class Watchdog(threading.Thread):
                 self.guard.flush_leave(0.1, self.store)
                 self.guard.flush(self.store)
             try:
+                if not self.store.check([P.SIGNAL]):
+                    continue  # no abort, no dump request: the one round trip of a healthy tick
                 if self.store.check([P.ABORT]):
                     os._exit(int(self.store.get(P.ABORT)))
                 if self.store.check([P.DUMP_REQUEST]):

@@ -24,6 +24,9 @@ FINAL = "rc/final"  # in-rank mode: the run's exit code after the end-of-run che
 STACK_KEY = "rc/stack/{rank}"
 FR_REQUEST = "rc/fr"  # the watcher asks for each rank's NCCL flight recorder dump (after a stack request)
 FR_KEY = "rc/fr/{rank}"  # the rank's dump: torch's pickle, or a JSON {"error": ...}
+# set after each of ABORT, DUMP_REQUEST and FR_REQUEST: while the run is healthy a rank's watchdog
+# thread asks the store for this key alone, one round trip per tick instead of two
+SIGNAL = "rc/signal"
 
 # event kinds
 ENTER = "enter"  # a rank entered a collective

@@ -460,6 +460,43 @@ def test_the_hot_path_encodes_each_event_as_encode_event_does_from_parts_made_on
     assert P.encode_enter(0, "op", "kind", b"{}", None, None, b"[]", False, 0, 1.5) is not None
 
 
+def test_a_healthy_watchdog_tick_asks_the_store_one_key_and_the_signal_brings_the_abort(tmp_path):
+    """The rank's watchdog thread polls ``rc/signal`` alone while nothing is asked of it (one store
+    round trip per tick, not one per key); the watcher sets it after the abort or a dump request,
+    and the rank then reads them as before: here it exits with the abort's code."""
+    code = """
+import os, sys, threading, time
+from runtime_checks import protocol as P
+from runtime_checks.guard import Watchdog
+
+class Store:
+    def __init__(self):
+        self.data, self.checked = {}, []
+    def check(self, keys):
+        self.checked.append(tuple(keys))
+        return all(k in self.data for k in keys)
+    def get(self, key):
+        return self.data[key]
+    def set(self, key, value):
+        self.data[key] = value.encode() if isinstance(value, str) else value
+
+store = Store()
+Watchdog(store, 0, threading.get_ident(), os.getppid()).start()
+time.sleep(0.4)
+print(sorted(set(store.checked)), len(store.checked) >= 3, flush=True)
+store.set(P.ABORT, "13")
+time.sleep(0.3)
+print("still here", flush=True)  # no signal yet: the abort is not looked for
+store.set(P.SIGNAL, "13")
+time.sleep(5)
+print("not aborted", flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 13, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["[('rc/signal',)] True", "still here"]
+
+
 # -- the watcher's bookkeeping ---------------------------------------------------------------------
 
 def _enter(rank: int, seq: int, t: float) -> dict:
