@@ -455,7 +455,7 @@ s.add("ready", 1)
 s.wait(["go"])
 n, end = 0, time.perf_counter() + seconds
 while time.perf_counter() < end:
-    s.check(["rc/abort"])
+    s.check(["rc/signal"])
     n += 1
 print(n, flush=True)
 """
@@ -512,9 +512,10 @@ def project(drains: list[dict], stores: list[dict], results: dict) -> dict:
     fitted per simulated world from the 1- and 8-event batches). A rank sends beta batches/s and
     eps events/s, so W ranks keep the watcher busy a fraction u = W*(beta*a + eps*b) of its
     time; it saturates at u = 1: W* = 1 / (beta*a + eps*b).
-    Store: a rank costs 2/0.05 = 40 check requests/s (its watchdog's abort and dump-request
-    polls) + beta pushes/s, and the watcher pops each batch (beta per rank) and asks the
-    queue's length once per round: about 40 + 2*beta requests/s per rank; W* = C / (40 + 2*beta)
+    Store: a rank costs 1/0.05 = 20 check requests/s (its watchdog's poll of the signal key,
+    which the watcher sets with an abort or a dump request) + beta pushes/s, and the watcher pops
+    each batch (beta per rank) and asks the queue's length once per round: about 20 + 2*beta
+    requests/s per rank; W* = C / (20 + 2*beta)
     with C the requests/s one store served to the most client processes measured."""
     fits = {}
     for world in sorted({d["world"] for d in drains}):
@@ -535,7 +536,7 @@ def project(drains: list[dict], stores: list[dict], results: dict) -> dict:
     largest = max(fits)
     a, b = fits[largest]["a_us_per_batch"] * 1e-6, fits[largest]["b_us_per_event"] * 1e-6
     per_rank_s = beta * a + eps * b
-    store_per_rank = 40 + 2 * beta
+    store_per_rank = 20 + 2 * beta  # 40 + 2 * beta before the signal key (two polls per tick)
     out.update({
         "from_world": world, "per_rank_batches_per_s": beta, "per_rank_events_per_s": eps,
         "events_per_rank_step": load["events_per_rank_step"], "steps_per_s": load["steps_per_s"],

@@ -249,6 +249,7 @@ def request(store, ranks: list[int], wait: float, alive=lambda rank: True) -> di
         return answers
     try:
         store.set(P.FR_REQUEST, str(time.time()))
+        store.set(P.SIGNAL, "1")  # (already there: the stack request came first)
     except Exception:
         return answers
     missing, deadline = set(ranks), time.time() + wait

@@ -92,10 +92,30 @@ def call_site(skip: int = 2) -> dict[str, Any]:
     return site_of(_first_user_frame(sys._getframe(skip)))
 
 
+class _Site(dict):
+    """A call site (``file``, ``line``, ``function``), made once per code object and line and
+    shared by every event from that line (nothing changes it), with its JSON made once too."""
+
+    __slots__ = ("wire",)
+
+
+_SITES: dict[tuple[Any, int], _Site] = {}  # (code object, line) -> its site
+_CACHE_LIMIT = 65536  # entries per cache; past it the cache starts again (a generated-code pathology)
+
+
 def site_of(frame) -> dict[str, Any]:
     if frame is None:
         return {"file": "?", "line": 0, "function": "?"}
-    return {"file": _user_file(frame.f_code), "line": frame.f_lineno, "function": frame.f_code.co_name}
+    code = frame.f_code
+    key = (code, frame.f_lineno)
+    site = _SITES.get(key)
+    if site is None:
+        site = _Site(file=_user_file(code), line=frame.f_lineno, function=code.co_name)
+        site.wire = P.encode_event(site)
+        if len(_SITES) >= _CACHE_LIMIT:
+            _SITES.clear()
+        _SITES[key] = site
+    return site
 
 
 def _first_user_frame(frame):
@@ -145,6 +165,47 @@ def describe(value: Any, depth: int = 0) -> Any:
     return type(value).__name__
 
 
+_ARGS: dict[tuple, tuple[Any, bytes, bool]] = {}  # the tensors' metadata -> describe(), its JSON, on a GPU
+_TENSOR: Any = None  # torch.Tensor, once torch is imported
+
+
+def _tensors_key(tensors: list[Any]) -> tuple | None:
+    """What ``describe`` and ``_on_cuda`` read of a list of tensors, as a key (``None``: not
+    all of them plain tensors, or metadata that does not hash)."""
+    global _TENSOR
+    if _TENSOR is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        _TENSOR = torch.Tensor
+    try:
+        key = []
+        for value in tensors:
+            if not isinstance(value, _TENSOR):
+                return None
+            key.append((value.shape, value.dtype, value.device))
+        return tuple(key)
+    except Exception:  # symbolic shapes and the like: described each time, as before
+        return None
+
+
+def describe_args(tensors: list[Any]) -> tuple[Any, bytes, bool]:
+    """``describe(tensors)``, its JSON and ``_on_cuda(tensors)``: made once per shapes, dtypes
+    and devices, not at every collective."""
+    key = _tensors_key(tensors)
+    if key is not None:
+        hit = _ARGS.get(key)
+        if hit is not None:
+            return hit
+    args = describe(tensors)
+    made = (args, P.encode_event(args), _on_cuda(tensors))
+    if key is not None:
+        if len(_ARGS) >= _CACHE_LIMIT:
+            _ARGS.clear()
+        _ARGS[key] = made
+    return made
+
+
 class Guard:
     """One per rank: pushes fingerprints, runs the watchdog thread."""
 
@@ -186,7 +247,10 @@ class Guard:
         if kind not in (P.ENTER,):
             fields.setdefault("prev_left", self.take_leave())
         fields.update(kind=kind, rank=self.rank, t=time.time())
-        data = P.encode_event(fields)
+        self._send(kind, fields, P.encode_event(fields))
+
+    def _send(self, kind: str, fields: dict[str, Any], data: bytes) -> None:
+        """An event and its bytes (``P.encode_event(fields)``) to the ring and the next batch."""
         if self.ring is not None and kind not in (P.FINISH, P.EXCEPTION):
             self.ring.record_encoded(data, fields)  # survives the process: read by the watcher after a native crash
         with self._buffer_lock:
@@ -229,8 +293,7 @@ class Guard:
         with self._leave_lock:
             self._pending_leave = (seq, time.time())
             if self.ring is not None:
-                self.ring.record_encoded(P.encode_event({"kind": P.LEAVE, "rank": self.rank, "seq": seq,
-                                                         "t": self._pending_leave[1]}))
+                self.ring.record_encoded(P.encode_leave(self.rank, seq, self._pending_leave[1]))
 
     def take_leave(self) -> float | None:
         pending = self.take_leave_record()
@@ -307,11 +370,21 @@ class Guard:
             seq = self.seq
             self.seq += 1
             prev = self.take_leave_record()
-            self.push(P.ENTER, seq=seq, op=op, op_kind=op_kind, site=site,
-                      prev_left=prev[1] if prev else None, prev_left_seq=prev[0] if prev else None,
-                      args=describe(tensors), on_device=_on_cuda(tensors), **(extra or {}))
+            described, described_wire, on_device = describe_args(tensors)
+            prev_left, prev_left_seq = (prev[1], prev[0]) if prev else (None, None)
+            fields = {"seq": seq, "op": op, "op_kind": op_kind, "site": site, "prev_left": prev_left,
+                      "prev_left_seq": prev_left_seq, "args": described, "on_device": on_device}
+            if extra:
+                fields.update(extra)
+            fields.update(kind=P.ENTER, rank=self.rank, t=time.time())
+            site_wire = getattr(site, "wire", None)
+            data = None
+            if not extra and site_wire is not None:  # the same bytes, from parts made once per site and metadata
+                data = P.encode_enter(seq, op, op_kind, site_wire, prev_left, prev_left_seq, described_wire,
+                                      on_device, self.rank, fields["t"])
+            self._send(P.ENTER, fields, data if data is not None else P.encode_event(fields))
             result = fn(*args, **kwargs)
-            event = _completion_event(tensors)
+            event = _completion_event(tensors) if on_device else None
             if event is None:
                 self.left(seq)
             else:
@@ -899,10 +972,18 @@ def _open_ring(rank: int):
         return None
 
 
-def _distributed() -> bool:
-    import torch.distributed as dist
+_DIST: Any = None  # torch.distributed, once it is available
 
-    return dist.is_available() and dist.is_initialized()
+
+def _distributed() -> bool:
+    dist = _DIST
+    if dist is None:
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            return False
+        globals()["_DIST"] = dist
+    return dist.is_initialized()
 
 
 def _checkpoint_is_collective(accelerator: Any, op: str = "") -> bool:
@@ -944,6 +1025,8 @@ class Watchdog(threading.Thread):
                 self.guard.flush_leave(0.1, self.store)
                 self.guard.flush(self.store)
             try:
+                if not self.store.check([P.SIGNAL]):
+                    continue  # no abort, no dump request: the one round trip of a healthy tick
                 if self.store.check([P.ABORT]):
                     os._exit(int(self.store.get(P.ABORT)))
                 if self.store.check([P.DUMP_REQUEST]):

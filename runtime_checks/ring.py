@@ -31,6 +31,7 @@ SLOTS = 64
 SLOT_BYTES = 2048
 _HEADER = struct.Struct("<4sIQI")  # magic, slots, events written, the writer's pid
 _LENGTH = struct.Struct("<I")
+_COUNT = struct.Struct("<Q")  # the header's events-written field, at offset 8
 
 
 def ring_dir(store_address: str) -> str:
@@ -135,9 +136,10 @@ class Ring:
             event["args"] = "(too large for the ring)"
             data = json.dumps(event, separators=(",", ":"), default=str).encode("utf-8")[: SLOT_BYTES - _LENGTH.size]
         start = _HEADER.size + (self._count % SLOTS) * SLOT_BYTES
-        self._map[start: start + _LENGTH.size + len(data)] = _LENGTH.pack(len(data)) + data
+        _LENGTH.pack_into(self._map, start, len(data))
+        self._map[start + _LENGTH.size: start + _LENGTH.size + len(data)] = data
         self._count += 1
-        self._map[8:16] = struct.pack("<Q", self._count)
+        _COUNT.pack_into(self._map, 8, self._count)  # after the slot: a reader never takes a half-written one
 
 
 def read_ring(path: str) -> list[dict[str, Any]]:

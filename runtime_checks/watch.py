@@ -571,6 +571,7 @@ class Watcher:
         """Ask every live rank for its Python stack (answered by the rank's watchdog thread)."""
         try:
             self.store.set(P.DUMP_REQUEST, str(time.time()))
+            self.store.set(P.SIGNAL, "1")  # after the request: the ranks' watchdogs look for it now
         except Exception:
             return
         self._stacks_requested = time.time()

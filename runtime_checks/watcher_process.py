@@ -122,6 +122,7 @@ class WatcherProcess:
         add_to_report(w, path, trace)  # after the verdict: a rank's first dump can take seconds
         code = P.EXIT_CODES[finding.kind]
         self._publish(P.ABORT, code)
+        self._publish(P.SIGNAL, code)  # after the abort: a rank that sees it finds the abort
         self._publish(P.FINAL, code)
         self._stop_local_ranks()
         return code

@@ -410,6 +410,93 @@ def test_the_ring_keeps_the_last_events_and_stale_rings_are_swept(tmp_path, monk
     assert not os.path.exists(os.path.dirname(dead)) and os.path.exists(path)
 
 
+def test_the_hot_path_encodes_each_event_as_encode_event_does_from_parts_made_once(tmp_path, monkeypatch):
+    """A recorded collective's ENTER is assembled from its site's and its tensors' JSON, made once
+    per line and per shapes/dtypes/devices; the bytes must be those ``encode_event`` writes of the
+    event (ring and store get the same), whatever the values."""
+    import torch
+
+    import runtime_checks.guard as G
+    import runtime_checks.protocol as P
+    from runtime_checks.ring import read_ring
+
+    monkeypatch.setenv(P.ENV_STORE, f"bench-{os.getpid()}:0")
+    monkeypatch.setattr("runtime_checks.ring.ring_dir", lambda address: str(tmp_path / "rings"))
+    guard = G.Guard(None, 3, 4)
+    assert guard.ring is not None
+
+    def call(tensors, extra=None):  # one line: its site is made once
+        return guard.run_recorded(lambda: None, (), {}, op="accelerator.gather", op_kind="ALLGATHER",
+                                  site=G.site_of(sys._getframe(0)), tensors=tensors, extra=extra)
+
+    small, other = torch.zeros(2, 3), torch.zeros(5, dtype=torch.int64)
+    call([small])
+    call([small])  # the deferred LEAVE of the first rides on this ENTER (prev_left, prev_left_seq)
+    call([other, small])
+    call([{"nested": small}, "text"])  # not plain tensors: described each time
+    call([], extra={"length": 2})
+    enters = [e for e in guard._buffer if e["kind"] == "enter"]
+    assert len(enters) == 5 and enters[0]["site"] is enters[1]["site"] and enters[0]["args"] is enters[1]["args"]
+    assert enters[1]["prev_left_seq"] == 0 and enters[0]["prev_left"] is None
+    assert enters[2]["args"] == G.describe([other, small]) and enters[3]["args"] == G.describe([{"nested": small}, "text"])
+    for event, data in zip(guard._buffer, guard._wire):
+        assert data == P.encode_event(event)
+    ring = read_ring(guard.ring.path)
+    leaves = [e for e in ring if e["kind"] == "leave"]
+    assert [e["seq"] for e in leaves] == [0, 1, 2, 3, 4] and all(e["rank"] == 3 for e in leaves)
+    assert [e for e in ring if e["kind"] == "enter"] == [json.loads(d) for d in guard._wire]
+    site = {"file": "/x/train.py", "line": 7, "function": "<module>"}
+    for values in ((0, None, None, False, 0.5), (7, 1.25, 6, True, 1e300), (2**70, float("inf"), 1, False, -0.0),
+                   (True, float("nan"), None, False, 3.0), (1, 2.0, 0, 1, 4.0)):
+        seq, prev_left, prev_seq, on_device, t = values
+        event = {"seq": seq, "op": "torch.distributed.all_reduce", "op_kind": "ALLREDUCE", "site": site,
+                 "prev_left": prev_left, "prev_left_seq": prev_seq, "args": [{"shape": [1]}], "on_device": on_device,
+                 "kind": "enter", "rank": 1, "t": t}
+        fast = P.encode_enter(seq, event["op"], event["op_kind"], P.encode_event(site), prev_left, prev_seq,
+                              P.encode_event(event["args"]), on_device, 1, t)
+        assert fast is None or fast == P.encode_event(event), values
+        leave = {"kind": "leave", "rank": 1, "seq": seq, "t": t}
+        assert P.encode_leave(1, seq, t) == P.encode_event(leave), values
+    assert P.encode_enter(0, "op", "kind", b"{}", None, None, b"[]", False, 0, 1.5) is not None
+
+
+def test_a_healthy_watchdog_tick_asks_the_store_one_key_and_the_signal_brings_the_abort(tmp_path):
+    """The rank's watchdog thread polls ``rc/signal`` alone while nothing is asked of it (one store
+    round trip per tick, not one per key); the watcher sets it after the abort or a dump request,
+    and the rank then reads them as before: here it exits with the abort's code."""
+    code = """
+import os, sys, threading, time
+from runtime_checks import protocol as P
+from runtime_checks.guard import Watchdog
+
+class Store:
+    def __init__(self):
+        self.data, self.checked = {}, []
+    def check(self, keys):
+        self.checked.append(tuple(keys))
+        return all(k in self.data for k in keys)
+    def get(self, key):
+        return self.data[key]
+    def set(self, key, value):
+        self.data[key] = value.encode() if isinstance(value, str) else value
+
+store = Store()
+Watchdog(store, 0, threading.get_ident(), os.getppid()).start()
+time.sleep(0.4)
+print(sorted(set(store.checked)), len(store.checked) >= 3, flush=True)
+store.set(P.ABORT, "13")
+time.sleep(0.3)
+print("still here", flush=True)  # no signal yet: the abort is not looked for
+store.set(P.SIGNAL, "13")
+time.sleep(5)
+print("not aborted", flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 13, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["[('rc/signal',)] True", "still here"]
+
+
 # -- the watcher's bookkeeping ---------------------------------------------------------------------
 
 def _enter(rank: int, seq: int, t: float) -> dict:
