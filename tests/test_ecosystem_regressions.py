@@ -15,6 +15,38 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A sampler that saves images under names of the prompt's index: called with one process
+    # (`num_processes <= 1`), or with each rank's own share of the prompts inside
+    # `split_between_processes`: no two ranks save the same name. The same helper called by
+    # every rank on every prompt is reported.
+    "a_helper_called_with_one_process_or_each_ranks_share_writes_its_own_files": ("""
+        import torch
+        from PIL import Image
+        from accelerate import Accelerator, PartialState
+
+        def render(pipe, prompts, out_dir):
+            img = Image.fromarray(pipe(prompts[0]))
+            img.save(f"{out_dir}/first.png")
+
+        def sample(pipe, prompts, out_dir):
+            state = PartialState()
+            if state.num_processes <= 1:
+                for i, prompt in enumerate(prompts):
+                    write(pipe, prompt, i, out_dir)
+            else:
+                with state.split_between_processes(list(enumerate(prompts))) as mine:
+                    for i, prompt in mine:
+                        write(pipe, prompt, i, out_dir)
+
+        def write(pipe, prompt, index, out_dir):
+            Image.fromarray(pipe(prompt)).save(f"{out_dir}/{index:02d}.png")
+
+        def main(pipe, prompts):
+            accelerator = Accelerator()
+            pipe = accelerator.prepare(pipe)
+            sample(pipe, prompts, "samples")
+            render(pipe, prompts, "samples")
+    """, [(7, "AL401")]),
     # A trainer that swaps its prepared model attribute for the unwrapped one after each epoch's
     # save, on every rank: the next epoch's training method runs the bare module (AL506). The
     # same swap after the last epoch trains nothing afterwards.

@@ -214,6 +214,8 @@ if args.use_deepspeed or accelerator.is_main_process:
             if reaching is not None and model.ops.call_sites(scope) and all(
                     model.rank_guard_of(site) is not None for site in reaching):
                 continue  # `if step is None:` taken only by the calls under a rank guard
+            if reaching and all(model.single_process_at(site) or _inside_split(model, site) for site in reaching):
+                continue  # called with one process, or with each rank's own share of the items
             if _rank_unique(model, call, 0, write.path) or _inside_split(model, call) or model.single_process_at(call) or model.rank_undecided_at(call) \
                     or _main_writes_first(model, call):
                 continue
