@@ -15,6 +15,42 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A demo script that builds no Accelerator: its helpers take one from a caller elsewhere, but
+    # what `python demo.py` runs (main) reaches none of them, so it runs as one process and its
+    # image save is no race. The file that builds one in main is reported.
+    "a_demo_whose_entry_reaches_no_accelerator_runs_as_one_process": ("""
+        import torch
+        from PIL import Image
+        from accelerate.utils import set_seed
+
+        def sample(accelerator, model, n):
+            images = model(torch.randn(n, 4, device=accelerator.device))
+            accelerator.wait_for_everyone()
+            return accelerator.gather(images)
+
+        def main():
+            set_seed(0)
+            model = torch.nn.Linear(4, 4)
+            grid = model(torch.randn(16, 4)).detach().numpy()
+            Image.fromarray(grid).save("grid.jpg")
+
+        if __name__ == "__main__":
+            main()
+    """, []),
+    "a_script_whose_entry_builds_an_accelerator_writes_on_every_rank": ("""
+        import torch
+        from PIL import Image
+        from accelerate import Accelerator
+
+        def main():
+            accelerator = Accelerator()
+            model = accelerator.prepare(torch.nn.Linear(4, 4))
+            grid = model(torch.randn(16, 4)).detach().numpy()
+            Image.fromarray(grid).save("grid.jpg")
+
+        if __name__ == "__main__":
+            main()
+    """, [(9, "AL401")]),
     # A sampler that saves images under names of the prompt's index: called with one process
     # (`num_processes <= 1`), or with each rank's own share of the prompts inside
     # `split_between_processes`: no two ranks save the same name. The same helper called by

@@ -1796,12 +1796,25 @@ class FileModel:
                 return True
         return False
 
+    @cached_property
+    def _program_makes_no_accelerator(self) -> bool:
+        """The file builds no accelerator, uses no ``torch.distributed``, and its module code
+        (what ``python file.py`` runs) reaches no function of the file that uses one: a demo
+        whose helpers take an accelerator from elsewhere, run as one process."""
+        if self.objects.acc_constructors or self.uses_torch_distributed:
+            return False
+        return not any(self._reaches_an_accelerator(statement) for statement in self.module.body
+                       if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)))
+
     def _in_one_process_arm(self, site: cst.CSTNode) -> bool:
         """``site`` is module code in an arm of an ``if`` that makes and uses no accelerator while
-        the other arm does (``if args.eval: evaluate() else: train()``): the path that never
-        builds an Accelerator is a one-process program, as a file without one is."""
+        the other arm does (``if args.eval: evaluate() else: train()``), or in a file whose
+        module code reaches none: the path that never builds an Accelerator is a one-process
+        program, as a file without one is."""
         if not isinstance(self.index.scope_of(site), cst.Module):
             return False
+        if self._program_makes_no_accelerator:
+            return True
         child = site
         for parent in self.ancestors(site):
             if isinstance(parent, cst.If) and child is not parent.test:
