@@ -15,6 +15,22 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # Prompts split by hand, each rank its own slice, into a loader never prepared and not
+    # shuffled: the batches differ between ranks, so files named after a batch's sample are each
+    # rank's own (the in-order loader over the whole list is the shared case, reported above).
+    "an_in_order_loader_over_each_ranks_own_slice_writes_its_own_files": ("""
+        from PIL import Image
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+
+        def main(pipe, prompts):
+            accelerator = Accelerator()
+            pipe = accelerator.prepare(pipe)
+            mine = prompts[accelerator.process_index::accelerator.num_processes]
+            loader = DataLoader(mine, batch_size=1, shuffle=False)
+            for batch in loader:
+                Image.fromarray(pipe(batch["text"])).save(f"out/{batch['id'][0]}.png")
+    """, []),
     # A demo script that builds no Accelerator: its helpers take one from a caller elsewhere, but
     # what `python demo.py` runs (main) reaches none of them, so it runs as one process and its
     # image save is no race. The file that builds one in main is reported.

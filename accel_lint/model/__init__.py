@@ -197,7 +197,7 @@ class FileModel:
     @cached_property
     def rank_data(self) -> RankData:
         """Which values are computed from rank-local data (batches, model outputs, the clock)."""
-        return RankData(self.index, self.value_at, self.is_uniform_result)
+        return RankData(self.index, self.value_at, self.is_uniform_result, self.reads_rank)
 
     @cached_property
     def ranks(self) -> RankEvaluator:

@@ -41,9 +41,10 @@ _INITIALIZED = frozenset({"torch.distributed.is_initialized"})
 class RankData:
     """For every name read, whether its value may differ between ranks."""
 
-    def __init__(self, index: FileIndex, value_at, is_uniform_result) -> None:
+    def __init__(self, index: FileIndex, value_at, is_uniform_result, reads_rank=lambda expr: True) -> None:
         self.index = index
         self._value_at = value_at
+        self._reads_rank = reads_rank  # (an expression that differs between ranks by the rank model)
         self._is_uniform_result = is_uniform_result
         self.at: dict[cst.CSTNode, bool] = {}
         self._final: dict[ScopeNode, set[str]] = {}
@@ -257,7 +258,19 @@ class RankData:
         origins = value.origins()
         return value.prepared == NO and bool(origins) and all(
             type(made) is cst.Call and (self.index.imports.qualify_expr(made.func) or dotted_name(made.func) or "")
-            .rsplit(".", 1)[-1] == "DataLoader" and _keeps_order(made) for made in origins)
+            .rsplit(".", 1)[-1] == "DataLoader" and _keeps_order(made) and self._same_dataset_everywhere(made)
+            for made in origins)
+
+    def _same_dataset_everywhere(self, loader: cst.Call) -> bool:
+        """The loader's dataset is known not to differ between ranks: not split by the rank
+        (``prompts[rank::world]``, ``.shard(index=process_index)``), not from rank-local data."""
+        dataset = next((a.value for a in loader.args if a.keyword is None or a.keyword.value == "dataset"), None)
+        if dataset is None or self._reads_rank(dataset):
+            return False
+        held = self._value_at(dataset) if type(dataset) in (cst.Name, cst.Attribute) else None
+        if held is not None and any(self._reads_rank(made) for made in held.origins()):
+            return False  # `mine = prompts[accelerator.process_index::accelerator.num_processes]`
+        return not any(self.at.get(node, False) for node in self.index.walk(dataset))
 
     def _small(self, small: cst.CSTNode, env: set[str], tainted: bool) -> set[str]:
         self._record(small, env)
