@@ -49,6 +49,7 @@ class FileIndex:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._spread_dicts: dict[tuple[str, ScopeNode], list[cst.Arg]] = {}  # (see spread_keywords)
         # Only syntax nodes are recorded (no whitespace, brackets, commas or operator tokens):
         # the analyses walk subtrees many times, and those tokens are most of a tree's nodes.
         self.children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
@@ -560,6 +561,13 @@ class FileIndex:
         return out
 
     def _spread_dict(self, name: str, scope: ScopeNode) -> list[cst.Arg]:
+        # asked at every pass of the walk over the call's scope: resolved once per name and scope
+        key = (name, scope)
+        if key not in self._spread_dicts:
+            self._spread_dicts[key] = self._resolve_spread_dict(name, scope)
+        return self._spread_dicts[key]
+
+    def _resolve_spread_dict(self, name: str, scope: ScopeNode) -> list[cst.Arg]:
         made = None
         for node in self.walk(scope):
             if type(node) is not cst.Name or node.value != name:

@@ -36,6 +36,15 @@ _PER_RANK = (0, None)  # a count that is the same whatever num_processes is: a p
 _NUM_PROCESSES = frozenset([(1, None)])
 
 
+def _flag_tested(test: cst.BaseExpression) -> tuple[str | None, bool]:
+    """The dotted name a test reads (``overrode``, ``not args.flag``) and whether it is negated."""
+    negate = False
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        negate = not negate
+        test = test.expression
+    return dotted_name(test), negate
+
+
 def _combine(left: frozenset, right: frozenset, sign: int) -> frozenset:
     """Scales of ``left * right`` (sign 1) or ``left / right`` (sign -1), for every pair of
     possibilities; a side the model knows nothing of is a plain number."""
@@ -195,10 +204,7 @@ class LoaderLengths:
                     if key is not None:
                         assigned.add(key)
             elif type(node) in (cst.If, cst.While, cst.IfExp):
-                test = node.test
-                while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-                    test = test.expression
-                key = dotted_name(test)
+                key, _ = _flag_tested(node.test)
                 if key is not None:
                     tested.add(key)
         return assigned & tested
@@ -300,11 +306,7 @@ class LoaderLengths:
         ``not overrode``); ``None`` when the path does not know."""
         if not flags:
             return None
-        negate = False
-        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            negate = not negate
-            test = test.expression
-        flag = dotted_name(test)
+        flag, negate = _flag_tested(test)
         known = flags.get(flag) if flag is not None else None
         return None if known is None else known != negate
 
@@ -400,11 +402,7 @@ class LoaderLengths:
         known = self.index.known_test(test)
         if known is not None:  # `args.max_train_steps is None` with a default of 5000
             return ([p.copy() for p in paths], []) if known else ([], [p.copy() for p in paths])
-        negate = False
-        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            negate = not negate
-            test = test.expression
-        flag = dotted_name(test)
+        flag, negate = _flag_tested(test)
         if flag is None or flag not in self._flags:
             return [p.copy() for p in paths], [p.copy() for p in paths]
         taken, other = [], []
