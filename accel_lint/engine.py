@@ -439,18 +439,41 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     except (UnicodeDecodeError, notebooks.NotebookError) as exc:
         result = LintResult(errors=[FileError(path, f"cannot read notebook: {exc}; skipped")], files_checked=1)
         return (result, None) if want_fixes else result
+    broken = notebooks.leave_out_broken_cells(notebook)
     code = notebook.module.encode("utf-8")
     result = lint_source(code, path, config, want_fixes=want_fixes, external=external,
                          reparser=reparser)
     if not starts_processes(code):
         # the kernel is one process, and nothing here starts more (`notebook_launcher`, `spawn`):
-        # what is wrong only between ranks does not happen (a `%%writefile` script is not linted
-        # here: its cell is masked)
+        # what is wrong only between ranks does not happen (a `%%writefile` cell is masked here
+        # and linted below as the script it writes)
         _keep_one_process_findings(result)
-    result.diagnostics = [_to_cell(d, notebook) for d in result.diagnostics]
+    if broken and config.is_enabled("AL001", path):
+        for line, column, message in broken.values():
+            result.diagnostics.append(Diagnostic(path, line, column, line, column, "AL001", "syntax-error", "error",
+                                                 f"syntax error: {message}; this cell was not checked (Jupyter "
+                                                 "would not run it), the others were"))
+    result.diagnostics = sorted((_to_cell(d, notebook) for d in result.diagnostics), key=Diagnostic.sort_key)
     result.fixes = [(_to_cell(d, notebook), fix) for d, fix in result.fixes]
     result.notices = [replace(n, message=_cell_lines(n.message, notebook, None)) for n in result.notices]
+    for script in notebooks.written_scripts(notebook):
+        _add_written_script(result, script, path, config)
     return (result, notebook) if want_fixes else result
+
+
+def _add_written_script(result: LintResult, script, path: str, config: Config) -> None:
+    """A ``%%writefile train.py`` cell that the notebook runs (``!accelerate launch train.py``)
+    is linted as that script, its findings placed in its cell. Its fixes are not offered: the
+    cell's first line is the magic, and the file on disk is what runs."""
+    one = lint_source(script.view.module.encode("utf-8"), path, config)
+    if not script.several_processes:
+        _keep_one_process_findings(one)
+    result.diagnostics = sorted([*result.diagnostics,
+                                 *(replace(_to_cell(d, script.view), fix=None) for d in one.diagnostics)],
+                                key=Diagnostic.sort_key)
+    result.errors.extend(one.errors)
+    result.notices.extend(replace(n, message=f"{script.name} (cell {script.cell.index}): {n.message}")
+                          for n in one.notices)
 
 
 def _to_cell(d: Diagnostic, notebook) -> Diagnostic:

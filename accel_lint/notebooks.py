@@ -55,6 +55,7 @@ class Notebook:
     cells: list[Cell]  # code cells only
     module: str = ""
     line_map: list[tuple[int, int]] = field(default_factory=list)  # module line - 1 -> (cell index, cell line)
+    left_out: set[int] = field(default_factory=set)  # cells that do not parse: blank in ``module``
     _spans: dict | None = None
 
     def file_line(self, cell: int, line: int) -> int | None:
@@ -144,6 +145,82 @@ def _parses(statement: str) -> bool:
     return True
 
 
+# -- cells Jupyter would not run, and scripts a cell writes -----------------------------------------
+
+def leave_out_broken_cells(notebook: Notebook) -> dict[int, tuple[int, int, str]]:
+    """Jupyter compiles each cell on its own: a cell that does not parse raises ``SyntaxError``
+    and the others still run. Blank the module lines of each such cell (no line moves) and return,
+    per cell, the module line, column and CPython's message of its error."""
+    lines_of: dict[int, list[int]] = {}
+    for module_line, (cell, cell_line) in enumerate(notebook.line_map, 1):
+        if cell_line:
+            lines_of.setdefault(cell, []).append(module_line)
+    module_lines = notebook.module.split("\n")
+    broken: dict[int, tuple[int, int, str]] = {}
+    for cell, numbers in lines_of.items():
+        source = "\n".join(module_lines[n - 1] for n in numbers) + "\n"
+        try:  # top-level `await` is valid in IPython
+            compile(source, f"cell {cell}", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        except SyntaxError as err:
+            at = min(max(err.lineno or 1, 1), len(numbers))
+            # "(detected at line 5)" counts in the cell's own source: the position says it already
+            message = re.sub(r"\s*\(detected at line \d+\)", "", err.msg)
+            broken[cell] = (numbers[at - 1], max(err.offset or 1, 1), message)
+            for n in numbers:
+                module_lines[n - 1] = ""
+        except (ValueError, RecursionError, MemoryError):
+            continue  # CPython cannot tell: the joined parse decides, as before
+    if broken:
+        notebook.module = "\n".join(module_lines)
+        notebook.left_out = set(broken)
+    return broken
+
+
+_WRITEFILE = re.compile(r"^\s*%%writefile(?:\s+(?:-a|--append))?\s+[\"']?([^\s\"']+\.py)[\"']?\s*$")
+# a shell line that starts ranks: `!accelerate launch --num_processes 2 train.py`, `!torchrun ...`
+_LAUNCHER = re.compile(r"^\s*!\s*(?:accelerate\s+launch|torchrun|deepspeed|"
+                       r"python3?\s+-m\s+(?:torch\.distributed\.(?:run|launch)|accelerate\.commands\.launch))\b(.*)$")
+_ONE_PROCESS_RUN = re.compile(r"^\s*(?:!\s*python3?|%run)\s+(.*)$")
+
+
+@dataclass
+class WrittenScript:
+    """A ``%%writefile NAME.py`` cell, the script it writes, and how the notebook runs it."""
+
+    cell: Cell
+    name: str
+    several_processes: bool  # started by a launcher of ranks (else run as one process)
+    view: Notebook  # the script as a module, positions mapped back to its cell
+
+
+def written_scripts(notebook: Notebook) -> list[WrittenScript]:
+    """The ``%%writefile`` scripts that a code cell of the notebook runs: with a launcher of
+    ranks (``!accelerate launch train.py``) or as one process (``!python train.py``, ``%run``).
+    A script the notebook never runs is not linted here: how it is launched is unknown."""
+    launched: dict[str, bool] = {}
+    for cell in notebook.cells:
+        for line in cell.lines:
+            for pattern, several in ((_LAUNCHER, True), (_ONE_PROCESS_RUN, False)):
+                match = pattern.match(line)
+                if match:
+                    for word in re.findall(r"[^\s\"']+\.py\b", match.group(1)):
+                        name = word.rsplit("/", 1)[-1]
+                        launched[name] = launched.get(name, False) or several
+    scripts = []
+    for cell in notebook.cells:
+        match = _WRITEFILE.match(cell.lines[0]) if cell.lines else None
+        if match is None:
+            continue
+        name = match.group(1).rsplit("/", 1)[-1]
+        if name not in launched:
+            continue
+        body = cell.lines[1:]
+        view = Notebook(notebook.text, notebook.data, [cell], "\n".join(body) + "\n",
+                        [(cell.index, i + 2) for i in range(len(body))])
+        scripts.append(WrittenScript(cell, match.group(1), launched[name], view))
+    return scripts
+
+
 # -- writing fixes back --------------------------------------------------------------------------
 
 def apply_fixed_module(notebook: Notebook, fixed_module: str) -> tuple[str, list[str], set[int]]:
@@ -155,6 +232,8 @@ def apply_fixed_module(notebook: Notebook, fixed_module: str) -> tuple[str, list
     notices: list[str] = []
     replacements: dict[int, list[str]] = {}
     for cell, part in zip(notebook.cells, parts):
+        if cell.index in notebook.left_out:
+            continue  # blank in the module: it does not parse, and no fix touches it
         new_lines = part.split("\n") if part else []
         if new_lines == [line if i not in cell.masked else ("" if i in cell.continuation else _masked(cell.lines[i]))
                          for i, line in enumerate(cell.lines)]:

@@ -179,3 +179,58 @@ def test_bare_magics_ipython_runs_without_a_prefix_are_masked():
               "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     nb = notebooks.read(json.dumps(source))
     assert nb.module.splitlines()[:6] == ["pass", "pass", "pass", "import time", "time.sleep(1)", "ls = []"]
+
+
+def test_a_cell_that_does_not_parse_is_left_out_and_the_other_cells_are_checked():
+    """Jupyter compiles each cell on its own: a helper cell cut off inside its docstring (cell 3)
+    and a cell with an unclosed call (cell 5) raise SyntaxError, the training cell still runs.
+    Each broken cell gets AL001 at its own error; the launched function keeps its findings."""
+    path = NOTEBOOKS / "broken_cells.ipynb"
+    code, findings = json_findings(str(path), "--no-cache")
+    got = sorted((f["cell"], f["line"], f["code"]) for f in findings)
+    assert got == sorted([*expected(path), (3, 2, "AL001")])
+    docstring = next(f for f in findings if f["cell"] == 3)
+    assert docstring["message"].startswith("syntax error: unterminated triple-quoted string literal; this cell was")
+    assert code == 1
+
+
+def test_fix_writes_the_cells_that_parse_and_leaves_the_broken_ones_as_they_are(tmp_path):
+    path = tmp_path / "broken_cells.ipynb"
+    shutil.copy(NOTEBOOKS / "broken_cells.ipynb", path)
+    before = json.loads(path.read_text())
+    proc = run_cli(str(path), "--no-cache", "--fix")
+    after = json.loads(path.read_text())
+    assert "accelerator.backward(loss)" in "".join(after["cells"][3]["source"]), proc.stdout + proc.stderr
+    assert [after["cells"][i]["source"] for i in (2, 4)] == [before["cells"][i]["source"] for i in (2, 4)]
+
+
+def _with_last_cell(source: str) -> dict:
+    data = json.loads((NOTEBOOKS / "writefile_launch.ipynb").read_text())
+    data["cells"][-1]["source"] = [source]
+    return data
+
+
+def test_a_writefile_script_launched_on_ranks_is_linted_as_that_script_in_its_cell():
+    """`%%writefile train.py` then `!accelerate launch ... train.py`: the cell's body is the
+    program every rank runs, its findings placed on the cell's own lines (line 1 is the magic)."""
+    path = NOTEBOOKS / "writefile_launch.ipynb"
+    code, findings = json_findings(str(path), "--no-cache")
+    assert sorted((f["cell"], f["line"], f["code"]) for f in findings) == expected(path)
+    assert all(f["fix"] is None for f in findings)  # the file on disk runs, not the cell
+    assert code == 1
+
+
+@pytest.mark.parametrize("last_cell, several", [("!torchrun --nproc_per_node 2 train.py", True),
+                                                ("!python train.py", False),
+                                                ("%run train.py", False),
+                                                ("print('the script is launched elsewhere')", None)])
+def test_how_the_notebook_runs_a_written_script_decides_which_findings_hold(tmp_path, last_cell, several):
+    """A launcher of ranks: every finding. `!python`/`%run`: one process, so only the findings
+    whose harm exists in one process (none here). Never run by the notebook: its launch is
+    unknown, so it is not linted."""
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(_with_last_cell(last_cell)))
+    scripts = notebooks.written_scripts(notebooks.read(path.read_text()))
+    assert [s.several_processes for s in scripts] == ([] if several is None else [several])
+    _, findings = json_findings(str(path), "--no-cache")
+    assert sorted(f["code"] for f in findings) == (["AL201", "AL302"] if several else [])
