@@ -377,12 +377,17 @@ def written_for_several_processes(data: bytes) -> bool:
     return any(token in data for token in _SEVERAL_PROCESSES)
 
 
-def _keep_one_process_findings(result: LintResult) -> None:
+def _keep_one_process_findings(result: LintResult, several_processes: set[int] = frozenset()) -> None:
     """Only the findings of rules whose harm exists in one process too (``Rule.holds_in_one_process``)
-    stay, with their fixes."""
+    stay, with their fixes, except on the lines in ``several_processes`` (a notebook's launched
+    functions), where every finding stays."""
     kept = {r.code for r in all_rules() if r.holds_in_one_process}
-    result.diagnostics = [d for d in result.diagnostics if d.code in kept]
-    result.fixes = [(d, fix) for d, fix in result.fixes if d.code in kept]
+
+    def keep(d: Diagnostic) -> bool:
+        return d.code in kept or d.line in several_processes
+
+    result.diagnostics = [d for d in result.diagnostics if keep(d)]
+    result.fixes = [(d, fix) for d, fix in result.fixes if keep(d)]
 
 
 # `os.environ["CUDA_VISIBLE_DEVICES"] = "3"` at the top of the module (column 0: unconditional)
@@ -443,11 +448,10 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     code = notebook.module.encode("utf-8")
     result = lint_source(code, path, config, want_fixes=want_fixes, external=external,
                          reparser=reparser)
-    if not starts_processes(code):
-        # the kernel is one process, and nothing here starts more (`notebook_launcher`, `spawn`):
-        # what is wrong only between ranks does not happen (a `%%writefile` cell is masked here
-        # and linted below as the script it writes)
-        _keep_one_process_findings(result)
+    # the kernel is one process: top-level cells run once, in cell order; only what a launcher
+    # (`notebook_launcher(fn)`, `spawn`) runs is a program of several processes. A `%%writefile`
+    # cell is masked here and linted below as the script it writes.
+    _keep_one_process_findings(result, notebooks.launched_lines(notebook.module) if starts_processes(code) else set())
     if broken and config.is_enabled("AL001", path):
         for line, column, message in broken.values():
             result.diagnostics.append(Diagnostic(path, line, column, line, column, "AL001", "syntax-error", "error",

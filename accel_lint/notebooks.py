@@ -221,6 +221,72 @@ def written_scripts(notebook: Notebook) -> list[WrittenScript]:
     return scripts
 
 
+# -- what runs on several processes ---------------------------------------------------------------
+
+_LAUNCHERS = {"notebook_launcher", "debug_launcher", "notebook_launch", "spawn", "start_processes"}
+_TARGET_KEYWORDS = ("function", "fn", "func", "target")
+
+
+def launched_lines(module: str) -> set[int]:
+    """The module lines that run on several processes in a notebook that starts them: the bodies
+    of the functions handed to a launcher (``notebook_launcher(fn, ...)``, through
+    ``functools.partial`` or a lambda) and of the top-level functions and classes they use.
+    Top-level statements run once, in the kernel. When a launcher's function is not one this
+    notebook defines (imported, or bound by assignment), any function may run on several."""
+    try:
+        tree = ast.parse(module)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    definitions = {node.name: node for node in tree.body
+                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    pending: list[ast.AST] = []
+    for node in ast.walk(tree):
+        target = _launch_target(node) if isinstance(node, ast.Call) else None
+        if target is None:
+            continue
+        resolved = isinstance(target, ast.Lambda) or (isinstance(target, ast.Name) and target.id in definitions)
+        if not resolved:
+            pending = list(definitions.values())
+            break
+        pending.extend(definitions[name] for name in _names_used(target) if name in definitions)
+    lines: set[int] = set()
+    seen: set[str] = set()
+    while pending:
+        definition = pending.pop()
+        if definition.name in seen:
+            continue
+        seen.add(definition.name)
+        first = min([definition.lineno, *(d.lineno for d in definition.decorator_list)])
+        lines.update(range(first, (definition.end_lineno or definition.lineno) + 1))
+        pending.extend(definitions[name] for name in _names_used(definition) if name in definitions)
+    return lines
+
+
+def _launch_target(call: ast.Call) -> ast.expr | None:
+    """The function a launcher call runs on several processes, unwrapped from ``partial``."""
+    func = call.func
+    if isinstance(func, ast.Call) and _called_name(func) == "elastic_launch":
+        target = call.args[0] if call.args else None  # elastic_launch(config)(fn, *args)
+    elif _called_name(call) in _LAUNCHERS or _called_name(call) == "Process":
+        keyword = next((k.value for k in call.keywords if k.arg in _TARGET_KEYWORDS), None)
+        target = keyword if keyword is not None or _called_name(call) == "Process" else \
+            (call.args[0] if call.args else None)
+    else:
+        return None
+    while isinstance(target, ast.Call) and _called_name(target) == "partial" and target.args:
+        target = target.args[0]
+    return target
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
 # -- writing fixes back --------------------------------------------------------------------------
 
 def apply_fixed_module(notebook: Notebook, fixed_module: str) -> tuple[str, list[str], set[int]]:

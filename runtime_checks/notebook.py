@@ -157,6 +157,19 @@ def _refuse_unsafe_fork(torch) -> None:
         pass
 
 
+def _one_cpu_thread_after_fork() -> None:
+    """A kernel that ran a torch CPU op before the launch has started GNU OpenMP's thread pool,
+    and a forked child that enters an OpenMP parallel region then waits forever for threads
+    that were not forked (a course notebook's single-process loop, then the launch). One
+    intra-op thread per rank never enters one. Ranks forked on one machine share its cores
+    anyway."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -169,6 +182,7 @@ def _rank_main(fn: Callable, args: tuple, rank: int, environ: dict, verbose: boo
         os.environ.update(environ)
         os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank)})
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher decides; Ctrl-C reaches the whole group
+        _one_cpu_thread_after_fork()
         from .guard import Guard, Watchdog, connect, die_with_parent
         from .rank import run_guarded
 

@@ -340,10 +340,10 @@ NOTEBOOK_CELLS = [
              "loader = DataLoader(train_ds, batch_size=8, shuffle=True)\n"
              "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n"),
     ("markdown", "# Training\n"),
-    ("code", "for batch in loader:\n    loss = model(**batch).loss\n    loss.backward()\n    optimizer.step()\n"
-             "if accelerator.is_main_process:\n    accelerator.save_state(\"ckpt\")\naccelerator.end_training()\n"),
-    ("code", "accelerator.wait_for_everyone()\n"),
-    # the kernel is one process: the notebook starts several, so rank rules apply
+    ("code", "def train():\n    for batch in loader:\n        loss = model(**batch).loss\n        loss.backward()\n"
+             "        optimizer.step()\n    if accelerator.is_main_process:\n        accelerator.save_state(\"ckpt\")\n"),
+    ("code", "print(model)\n"),
+    # the kernel is one process: the function the notebook launches runs on several, so rank rules apply there
     ("code", "from accelerate import notebook_launcher\nnotebook_launcher(train, num_processes=2)\n"),
 ]
 
@@ -363,20 +363,19 @@ async def test_notebook_cells_are_one_program_with_per_cell_diagnostics(client, 
                              for (k, t), u in zip(NOTEBOOK_CELLS, cell_uris)]))
     third = await published(client, cell_uris[2])
     assert codes(third) == ["AL101", "AL302"]
-    assert by_code(third, "AL101")[0].range.start.line == 2  # line 3 of the cell, not of the program
+    assert by_code(third, "AL101")[0].range.start.line == 3  # line 4 of the cell, not of the program
     (guard,) = by_code(third, "AL302")[0].related_information
-    assert guard.location.uri == cell_uris[2] and guard.location.range.start.line == 4
-    # a finding in cell 4 cites a line of cell 3: the related location is in cell 3
-    (after,) = await published(client, cell_uris[3])
-    assert after.code == "AL306" and "(cell 3, line 7)" in after.message
-    (end,) = after.related_information
-    assert end.location.uri == cell_uris[2] and end.location.range.start.line == 6
+    assert guard.location.uri == cell_uris[2] and guard.location.range.start.line == 5
+    # a fact in cell 1 (where the optimizer was made and prepared): the related location is in cell 1
+    made = [r for r in by_code(third, "AL101")[0].related_information if "made by" in r.message]
+    assert [(r.location.uri, r.location.range.start.line) for r in made] == [(cell_uris[0], 6)]
+    assert await published(client, cell_uris[3]) == []  # top level: runs once, in the kernel
     assert await published(client, cell_uris[0]) == []
     # a fix in a cell edits that cell
-    fix = next(a for a in await actions_at(client, cell_uris[2], 2, 6) if a.title.startswith("AL101:") and "noqa" not in a.title)
+    fix = next(a for a in await actions_at(client, cell_uris[2], 3, 10) if a.title.startswith("AL101:") and "noqa" not in a.title)
     resolved = await client.code_action_resolve_async(fix)
     fixed = apply(NOTEBOOK_CELLS[2][1], resolved.edit.changes[cell_uris[2]])
-    assert "    accelerator.backward(loss)\n" in fixed and list(resolved.edit.changes) == [cell_uris[2]]
+    assert "        accelerator.backward(loss)\n" in fixed and list(resolved.edit.changes) == [cell_uris[2]]
     # an edit of one cell
     client.diagnostics.pop(cell_uris[2])
     client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(

@@ -158,3 +158,35 @@ def test_a_real_notebook_kernel_reports_the_hang_as_a_table(tmp_path):
     assert "<b>runtime_checks: HANG</b>" in result.data["text/html"]
     assert "<td>1</td><td>computing</td><td></td><td>" in result.data["text/html"] and "culprit" in result.data["text/html"]
     assert result.data["text/markdown"].startswith("**runtime_checks: HANG**")
+
+
+def test_the_course_lesson_notebook_runs_and_its_gather_counts_duplicates(tmp_path):
+    """fixtures/notebooks/course_lesson.ipynb in a Jupyter kernel, cell by cell: the single-process
+    loop, the launched function on 2 CPU ranks (``notebook_launch`` in place of
+    ``notebook_launcher``), the model card. The linter's one finding there, AL203, is the harm
+    measured: 10 samples, batches of 4 on 2 ranks, and the metric given `gather`'s results sees
+    16; with `gather_for_metrics` it sees 10."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from conftest import REPO
+
+    notebook = nbformat.read(REPO / "fixtures" / "notebooks" / "course_lesson.ipynb", as_version=4)
+    notebook.cells = [c for c in notebook.cells if "pip install" not in c.source]  # no network here
+    launcher = next(c for c in notebook.cells if c.source.startswith("notebook_launcher("))
+    training = next(c for c in notebook.cells if c.source.startswith("def training_function"))
+    launcher.source = ("from runtime_checks import notebook_launch\n"
+                       "report = notebook_launch(training_function, args=('seen_gather.txt',), num_processes=2)\n"
+                       "exec(fixed_source)\n"
+                       "fixed = notebook_launch(training_function, args=('seen_for_metrics.txt',), num_processes=2)\n"
+                       "print(report.kind, fixed.kind)")
+    fixed_source = training.source.replace("accelerator.gather((", "accelerator.gather_for_metrics((")
+    notebook.cells.insert(notebook.cells.index(launcher), nbformat.v4.new_code_cell(f"fixed_source = {fixed_source!r}"))
+    client = nbclient.NotebookClient(notebook, timeout=180, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    printed = "".join(o.get("text", "") for o in launcher.outputs if o.output_type == "stream")
+    assert printed.split() == ["ok", "ok"], launcher.outputs
+    assert (tmp_path / "seen_gather.txt").read_text() == "16"
+    assert (tmp_path / "seen_for_metrics.txt").read_text() == "10"
+    assert (tmp_path / "MODEL_CARD.md").exists()  # the cell after the launcher ran once, in the kernel

@@ -29,7 +29,8 @@ def expected(path):
     return sorted(out)
 
 
-@pytest.mark.parametrize("name", ["train_bugs.ipynb", "split_across_cells.ipynb", "train_clean.ipynb"])
+@pytest.mark.parametrize("name", ["train_bugs.ipynb", "split_across_cells.ipynb", "train_clean.ipynb",
+                                  "course_lesson.ipynb", "single_process_device.ipynb"])
 def test_notebook_findings_are_on_the_marked_cell_lines(name):
     code, findings = json_findings(str(NOTEBOOKS / name), "--no-cache")
     assert sorted((f["cell"], f["line"], f["code"]) for f in findings) == expected(NOTEBOOKS / name)
@@ -37,7 +38,11 @@ def test_notebook_findings_are_on_the_marked_cell_lines(name):
 
 
 def _launched(data: dict) -> dict:
-    """The notebook with a last cell that starts processes: its code is then a program of several."""
+    """The notebook with a cell defining ``train`` and a last cell that launches it: ``train``
+    is then a program of several processes, while the top-level cells still run once."""
+    data["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                          "source": ["def train():\n", "    if accelerator.is_main_process:\n",
+                                     "        accelerator.wait_for_everyone()\n"]})
     data["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
                           "source": ["from accelerate import notebook_launcher\n",
                                      "notebook_launcher(train, num_processes=2)"]})
@@ -50,21 +55,22 @@ def test_text_output_names_the_cell_and_messages_name_other_cells(tmp_path):
     proc = run_cli(str(path), "--no-cache")
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{path}:cell 4:4:5: AL101 ")
-    assert ":cell 6:2:5: AL301 `accelerator.wait_for_everyone()` runs only where `accelerator.is_main_process` " \
-           "(line 1) is true" in proc.stdout
+    assert ":cell 7:3:9: AL301 `accelerator.wait_for_everyone()` runs only where `accelerator.is_main_process` " \
+           "(line 2) is true" in proc.stdout
     assert proc.stderr == ""  # no notice about the cell separators or the masked magics
 
 
 def test_a_notebook_that_starts_no_processes_keeps_only_the_one_process_findings(tmp_path):
     """The kernel is one process: a barrier under a rank guard hangs nothing there, while the
-    raw backward still skips accumulation and fp16 scaling. Started by `notebook_launcher`,
-    the same cells are a program of several processes and the barrier is reported."""
+    raw backward still skips accumulation and fp16 scaling. The top-level cells stay one process
+    when a launcher is added; the function it launches is a program of several processes, and
+    its guarded barrier is reported."""
     code, findings = json_findings(str(NOTEBOOKS / "split_across_cells.ipynb"), "--no-cache")
     assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(4, 4, "AL101")]
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps(_launched(json.loads((NOTEBOOKS / "split_across_cells.ipynb").read_text())), indent=1))
     code, findings = json_findings(str(path), "--no-cache")
-    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(4, 4, "AL101"), (6, 2, "AL301")]
+    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(4, 4, "AL101"), (7, 3, "AL301")]
 
 
 def test_a_folder_of_notebooks_is_discovered_and_include_patterns_extend_it(tmp_path):
@@ -94,7 +100,7 @@ def test_suppression_comments_work_inside_cells_and_unused_ones_are_reported(tmp
     data["cells"][0]["source"][1] = "accelerator = Accelerator()  # noqa: AL301\n"
     (tmp_path / "nb.ipynb").write_text(json.dumps(data, indent=1))
     code, findings = json_findings(str(tmp_path / "nb.ipynb"), "--no-cache")
-    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(1, 2, "AL002"), (6, 2, "AL301")]
+    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(1, 2, "AL002"), (7, 3, "AL301")]
 
 
 def test_sarif_and_github_point_at_the_notebook_files_own_lines(tmp_path):
@@ -153,9 +159,11 @@ def test_fix_refuses_what_it_cannot_write_back_exactly(tmp_path):
     run_cli(str(path), "--fix", "--no-cache")
     assert "accelerator.backward(loss)" in "".join(json.loads(path.read_text())["cells"][3]["source"])
     # a cell with a magic whose fix would change its line count is left alone, with a notice
-    data["cells"][3]["source"] = ["%time x = 1\n", "if accelerator.is_main_process:\n",
-                                  "    accelerator.save_state('ckpt')\n"]
-    path.write_text(json.dumps(_launched(data), indent=1))
+    data["cells"][3]["source"] = ["%time x = 1\n", "def train():\n", "    if accelerator.is_main_process:\n",
+                                  "        accelerator.save_state('ckpt')\n"]
+    data["cells"].append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                          "source": ["notebook_launcher(train, num_processes=2)"]})
+    path.write_text(json.dumps(data, indent=1))
     proc = run_cli(str(path), "--fix", "--unsafe-fixes", "--no-cache")
     assert "cell 4: not fixed: the fix moves lines in a cell with IPython magics" in proc.stderr
     assert json.loads(path.read_text())["cells"][3]["source"] == data["cells"][3]["source"]
@@ -234,3 +242,29 @@ def test_how_the_notebook_runs_a_written_script_decides_which_findings_hold(tmp_
     assert [s.several_processes for s in scripts] == ([] if several is None else [several])
     _, findings = json_findings(str(path), "--no-cache")
     assert sorted(f["code"] for f in findings) == (["AL201", "AL302"] if several else [])
+
+
+def _lines_of(module: str, *names: str) -> set[int]:
+    tree = __import__("ast").parse(module)
+    return {line for node in tree.body if getattr(node, "name", None) in names
+            for line in range(node.lineno, node.end_lineno + 1)}
+
+
+@pytest.mark.parametrize("launch, launched", [
+    ("notebook_launcher(train, (1,), num_processes=2)", ("train", "evaluate", "Metric")),
+    ("notebook_launcher(functools.partial(train, lr=1), num_processes=2)", ("train", "evaluate", "Metric")),
+    ("notebook_launcher(lambda: evaluate(), num_processes=2)", ("evaluate", "Metric")),
+    ("mp.spawn(evaluate, nprocs=2)", ("evaluate", "Metric")),
+    ("notebook_launcher(trainer.train, num_processes=2)", ("train", "evaluate", "Metric", "plot")),  # unknown
+])
+def test_what_a_launcher_runs_on_several_processes_is_its_function_and_what_that_uses(launch, launched):
+    """Top-level statements run once in the kernel; the launched function, the functions and
+    classes it uses (transitively) run on several. When the launched function is not one of the
+    notebook's, any of them may run on several."""
+    module = ("import functools\n"
+              "class Metric:\n    pass\n"
+              "def evaluate():\n    return Metric()\n"
+              "def train(lr=0):\n    evaluate()\n"
+              "def plot():\n    pass\n"
+              "loss = 1\n" + launch + "\n")
+    assert notebooks.launched_lines(module) == _lines_of(module, *launched)
