@@ -31,6 +31,8 @@ class WriteModel:
     path_keyword: str | None = None
     tolerant: tuple[str, ...] = ()
     creates_directory: bool = False
+    # the call writes only when one of these keywords is passed (`Repository(d, clone_from=url)`)
+    only_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ class Library:
 
 def _write_model(row: dict) -> WriteModel:
     return WriteModel(row.get("path"), row.get("path-keyword"), tuple(row.get("tolerant", ())),
-                      bool(row.get("creates-directory", False)))
+                      bool(row.get("creates-directory", False)), tuple(row.get("only-with", ())))
 
 
 @lru_cache(maxsize=1)

@@ -15,6 +15,49 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A notebook lesson's evaluation: the gathered predictions and labels go through a helper that
+    # turns them into lists, and the lists into the metric; the duplicates travel with them. A
+    # reduction to one number per batch (`torch.mean`) bound to a name does not count samples.
+    "gathered_values_reach_the_metric_through_a_helper": ("""
+        import torch
+        import evaluate
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification
+
+        def to_lists(predictions, labels):
+            return predictions.tolist(), labels.tolist()
+
+        def evaluate_model(eval_set):
+            accelerator = Accelerator()
+            metric = evaluate.load("accuracy")
+            model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+            model, loader = accelerator.prepare(model, DataLoader(eval_set, batch_size=8))
+            model.eval()
+            losses = []
+            for batch in loader:
+                with torch.no_grad():
+                    out = model(**batch)
+                preds, refs = to_lists(accelerator.gather(out.logits.argmax(-1)), accelerator.gather(batch["labels"]))
+                metric.add_batch(predictions=preds, references=refs)
+                batch_loss = torch.mean(accelerator.gather(out.loss))
+                losses.append(batch_loss)
+            return metric.compute()
+    """, [(20, "AL203"), (20, "AL203")]),
+    # A hub repository cloned into the output folder by every rank: the ranks that lose the race
+    # fail on a folder that exists and is not empty. Opening an existing clone (no `clone_from`)
+    # writes nothing.
+    "every_rank_clones_the_hub_repository_into_one_folder": ("""
+        from accelerate import Accelerator
+        from huggingface_hub import Repository
+
+        def main(args):
+            accelerator = Accelerator()
+            repo = Repository(args.output_dir, clone_from=args.hub_model_id)
+            existing = Repository(args.output_dir)
+            if accelerator.is_main_process:
+                mine = Repository(args.output_dir, clone_from=args.hub_model_id)
+    """, [(6, "AL401")]),
     # Prompts split by hand, each rank its own slice, into a loader never prepared and not
     # shuffled: the batches differ between ranks, so files named after a batch's sample are each
     # rank's own (the in-order loader over the whole list is the shared case, reported above).

@@ -72,6 +72,10 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
     qual = imports.qualify(name) if name else None
     known = library.writes.get(qual) if qual else None
     if known is not None:
+        if known.only_with and not any(arg.keyword is not None and arg.keyword.value in known.only_with
+                                       and not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
+                                       for arg in call.args):
+            return None
         return Write(call, qual, _argument(call, known.path, known.path_keyword), _is_tolerant(call, known.tolerant),
                      known.creates_directory)
     if isinstance(call.func, cst.Attribute):

@@ -459,6 +459,8 @@ def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool
         return True
     # the gathered value, through methods that move it without reducing it
     # (`gather(x).cpu().numpy()`; not `gather(x).mean().item()`, one number per batch)
+    # and through a helper that takes it as an argument (`preds, refs = postprocess(gather(p), gather(l))`),
+    # unless the helper reduces it to one number per batch
     value: cst.CSTNode = call
     while True:
         parent = model.index.parents.get(value)
@@ -466,6 +468,10 @@ def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool
             value = parent
         elif isinstance(parent, cst.Call) and parent.func is value:
             value = parent
+        elif isinstance(parent, cst.Arg) and parent.value is value and _passes_rows_on(model, parent):
+            value = model.index.parents[parent]
+        elif isinstance(parent, (cst.Tuple, cst.List)) and isinstance(model.index.parents.get(parent), cst.Arg):
+            value = parent  # `postprocess((gather(p), gather(l)))`
         else:
             break
     if value is not call and _is_accumulation_sink(model, value):
@@ -498,6 +504,21 @@ def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool
                 and any(isinstance(n, cst.Name) and n.value in names for n in model.index.walk(node.value)):
             return True
     return False
+
+
+_REDUCTIONS = frozenset({"mean", "sum", "item", "max", "min", "std", "var", "norm", "len", "nanmean", "average",
+                         "median", "prod", "all", "any", "count_nonzero", "argmax", "argmin"})
+
+
+def _passes_rows_on(model: FileModel, arg: cst.Arg) -> bool:
+    """A call that ``arg`` is an argument of keeps its rows: not a reduction (``torch.mean``,
+    ``len``), nor a method call on it (that is handled as a move)."""
+    call = model.index.parents.get(arg)
+    if not isinstance(call, cst.Call):
+        return False
+    name = last_attr(call.func) if isinstance(call.func, cst.Attribute) else \
+        call.func.value if isinstance(call.func, cst.Name) else None
+    return name is not None and name not in _REDUCTIONS
 
 
 def _is_accumulation_sink(model: FileModel, expr: cst.CSTNode) -> bool:
