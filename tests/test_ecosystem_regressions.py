@@ -15,6 +15,32 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A helper called from `__init__` resizes the embeddings of the model a later method prepares:
+    # no method of the instance runs before `__init__` returns, so the helper sees the bare model.
+    # A method nobody here calls may run after the preparing one, and is still reported.
+    "a_method_called_from_init_runs_before_the_method_that_prepares": ("""
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        class Generator:
+            def __init__(self, path):
+                self.accelerator = Accelerator()
+                self.model = AutoModelForCausalLM.from_pretrained(path)
+                self.tokenizer = AutoTokenizer.from_pretrained(path)
+                self.grow_vocabulary()
+
+            def grow_vocabulary(self):
+                self.tokenizer.add_tokens(["<tool>"])
+                self.model.resize_token_embeddings(len(self.tokenizer))
+
+            def run(self, loader):
+                self.model, loader = self.accelerator.prepare(self.model, loader)
+                for batch in loader:
+                    self.model.generate(**batch)
+
+            def shrink(self):
+                self.model.resize_token_embeddings(8)
+    """, [(18, "AL501"), (21, "AL501")]),
     # A notebook lesson's evaluation: the gathered predictions and labels go through a helper that
     # turns them into lists, and the lists into the metric; the duplicates travel with them. A
     # reduction to one number per batch (`torch.mean`) bound to a name does not count samples.

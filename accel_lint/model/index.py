@@ -637,9 +637,20 @@ class FileIndex:
                 if callee is not None and self.reaches(callee, target) and not loops & set(self.ancestors(later)):
                     followed = True
                     break
+            if not followed and self._constructs_before(caller, target):
+                followed = True
             if not followed and not self.runs_only_before(caller, target, _depth + 1):
                 return False
         return True
+
+    def _constructs_before(self, caller: cst.FunctionDef, target: cst.FunctionDef) -> bool:
+        """``caller`` is the ``__init__`` of ``target``'s class and never reaches it: no other
+        method of an instance runs before its ``__init__`` returns (``setup_tokenizer()`` called
+        from ``__init__`` runs before the ``generate()`` that prepares the model)."""
+        if caller.name.value != "__init__" or self.reaches(caller, target):
+            return False
+        cls = self.functions[caller].class_name
+        return cls is not None and self.functions[target].class_name == cls
 
     def resolve_call(self, call: cst.Call) -> cst.FunctionDef | None:
         """The same-file ``def`` a call reaches: module functions, nested functions,
