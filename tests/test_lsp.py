@@ -557,7 +557,7 @@ def test_a_selected_fix_leaves_the_other_findings_but_takes_its_follow_up_along(
 @needs_lsp
 @pytest.mark.skipif(shutil.which("nvim") is None, reason="nvim is not installed")
 def test_neovim_with_the_readme_config_receives_the_diagnostics():
-    """The README's Neovim 0.7-to-0.10 block, as written, in a headless Neovim."""
+    """The editors page's (docs/editors.md) Neovim 0.7-to-0.10 block, as written, in a headless Neovim."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("nvim_diagnostics", REPO / "bench" / "nvim_diagnostics.py")
