@@ -20,8 +20,9 @@ MKDOCS_YML = CHECKOUT / "mkdocs.yml"
 
 
 def build(site: Path = SITE, strict: bool = True) -> subprocess.CompletedProcess:
-    """``mkdocs build`` of this checkout's docs into ``site`` (strict: a warning fails)."""
-    command = [sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(MKDOCS_YML), "-d", str(site)]
+    """``mkdocs build`` of this checkout's docs into ``site`` (strict: a warning fails; never
+    with ``-q``, under which mkdocs drops warnings before strict mode counts them)."""
+    command = [sys.executable, "-m", "mkdocs", "build", "-f", str(MKDOCS_YML), "-d", str(site)]
     return subprocess.run(command + (["--strict"] if strict else []), capture_output=True, text=True)
 
 

@@ -136,7 +136,7 @@ async def test_open_publishes_codes_ranges_severities_docs_and_related_lines(cli
     assert (backward.range.start.line, backward.range.start.character) == (72, 16)
     assert (backward.range.end.line, backward.range.end.character) == (72, 31)
     assert backward.severity == types.DiagnosticSeverity.Error
-    assert backward.code_description.href.endswith("/docs/rules/AL101.md")
+    assert backward.code_description.href.endswith("/rules/AL101.html")
     assert by_code(found, "AL403")[0].severity == types.DiagnosticSeverity.Information
     assert by_code(found, "AL203")[0].severity == types.DiagnosticSeverity.Warning
     # AL302 cites its guard, `if accelerator.is_main_process:` on line 85
