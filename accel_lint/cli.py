@@ -13,6 +13,7 @@ from . import __version__
 from .cache import CACHE_DIR_NAME
 from .config import Config, ConfigError, find_pyproject, load_accelerate_configs, load_config, parse_size
 from .discovery import discover
+from .doclinks import base_url
 from .engine import lint_paths
 from . import baseline as baseline_io
 from .report import FORMATS, Run, RuleInfo, render
@@ -37,13 +38,18 @@ def _check_codes(codes: tuple[str, ...], flag: str) -> None:
 
 
 class _LinterCommand(click.Command):
-    """``accel-lint server`` starts the language server; any other arguments are the linter's
-    (a folder named ``server`` is linted as ``accel-lint ./server``)."""
+    """``accel-lint server`` starts the language server and ``accel-lint docs`` says where the
+    documentation is; any other arguments are the linter's (a folder named ``server`` or ``docs``
+    is linted as ``accel-lint ./server``)."""
 
     def main(self, args=None, prog_name=None, **extra):
         argv = list(sys.argv[1:] if args is None else args)
         if argv[:1] == ["server"]:
             return server_command.main(argv[1:], prog_name=f"{prog_name or 'accel-lint'} server", **extra)
+        if argv[:1] == ["docs"]:
+            from .site import docs_command
+
+            return docs_command.main(argv[1:], prog_name=f"{prog_name or 'accel-lint'} docs", **extra)
         return super().main(args, prog_name, **extra)
 
 
@@ -63,7 +69,8 @@ def server_command() -> None:
 
 
 @click.command(cls=_LinterCommand, context_settings={"help_option_names": ["-h", "--help"]},
-               epilog="Editors: `accel-lint server` runs the language server (see `accel-lint server --help`).")
+               epilog="Editors: `accel-lint server` runs the language server (see `accel-lint server --help`). "
+                      "Docs: `accel-lint docs` prints where they are; `accel-lint docs --build` builds them.")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (e.g. AL3,AL101); replaces the configured set.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable in addition.")
@@ -191,9 +198,10 @@ def main(paths, select, extend_select, ignore, exclude, extend_exclude, accelera
         if filtered.stale:
             click.echo(f"accel-lint: note: {filtered.stale} baseline entr{'ies' if filtered.stale != 1 else 'y'} no "
                        f"longer occur; run with --update-baseline to tighten the baseline", err=True)
-    run = Run(rules=_rule_infos(full=output_format == "sarif"), root=repo_root, version=__version__, files_checked=result.files_checked,
-              quiet=quiet, statistics=statistics, show_fixes=show_fixes, unsafe_fixes=unsafe_fixes,
-              show_evidence=show_evidence)
+    docs_base = base_url(config.docs_url)
+    run = Run(rules=_rule_infos(output_format == "sarif", docs_base), root=repo_root, version=__version__,
+              files_checked=result.files_checked, quiet=quiet, statistics=statistics, show_fixes=show_fixes,
+              unsafe_fixes=unsafe_fixes, show_evidence=show_evidence, docs_base=docs_base)
     report = render(output_format, diagnostics, run)
     if show_diff:
         pass  # the diff is the output
@@ -219,12 +227,12 @@ def _print_problems(result, verbose: bool) -> None:
             click.echo("  " + error.detail.replace("\n", "\n  "), err=True)
 
 
-def _rule_infos(full: bool) -> dict[str, RuleInfo]:
+def _rule_infos(full: bool, docs_base: str) -> dict[str, RuleInfo]:
     """Every rule's metadata for the reporters; summaries and docs (which import the rule
     modules, and libcst with them) only for SARIF, the one format that embeds them."""
     if full:
-        return {r.code: RuleInfo(r.code, r.name, r.severity, r.summary, r.docs()) for r in all_rules()}
-    return {code: RuleInfo(code, name, "", "", "") for code, name in rule_table()}
+        return {r.code: RuleInfo(r.code, r.name, r.severity, r.summary, r.docs(), docs_base) for r in all_rules()}
+    return {code: RuleInfo(code, name, "", "", "", docs_base) for code, name in rule_table()}
 
 
 def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> Config:

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .config_keys import KEYS
+
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
@@ -18,10 +20,7 @@ DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist", "__pycache__", ".tox", ".nox",
     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".accel_lint_cache", "*.egg-info", "site-packages",
 )
-KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include",
-              "per-file-ignores", "accelerator-names", "accelerate-config", "accelerate-configs",
-              "max-file-size", "extend-writes", "extend-rank-predicates", "extend-collectives",
-              "extend-rank-unique-sources", "extend-loader-classes"}
+KNOWN_KEYS = frozenset(KEYS)  # one list of keys, documented there (docs/configuration.md is made from it)
 DEFAULT_MAX_FILE_SIZE = 2 * 1024 * 1024  # libcst needs about 1 GB for one huge generated file
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB])?\s*$")
 
@@ -54,6 +53,7 @@ class Config:
     cache_dir: Path | None = None  # None: no cache
     accelerate_configs: tuple = ()  # accelerate_config.Backend per --accelerate-config file
     library_extension: tuple = ()  # the project's rows for the library table (extend-writes, ...)
+    docs_url: str | None = None  # base URL of the docs site; None: ACCEL_LINT_DOCS_URL or the local build
     root: Path = field(default_factory=Path.cwd)
     # files the project runs only as one process (``launches.single_process_scripts``): the
     # rules whose harm needs several processes do not report there (applied after the cache)
@@ -171,6 +171,10 @@ def load_config(pyproject: Path | None) -> Config:
     paths = list(data.get("accelerate-configs", [])) + ([data["accelerate-config"]] if "accelerate-config" in data else [])
     if paths:
         cfg = replace(cfg, accelerate_configs=load_accelerate_configs([pyproject.parent / p for p in paths]))
+    if "docs-url" in data:
+        if not isinstance(data["docs-url"], str) or not data["docs-url"].strip():
+            raise ConfigError(f"{pyproject}: [tool.accel-lint] docs-url must be a URL string")
+        cfg = replace(cfg, docs_url=data["docs-url"].strip())
     if "accelerator-names" in data:
         cfg = replace(cfg, accelerator_names=tuple(data["accelerator-names"]))
     try:

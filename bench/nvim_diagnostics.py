@@ -1,9 +1,9 @@
-"""Neovim, headless, with the README's configuration as written, receiving accel-lint's
+"""Neovim, headless, with the editors page's configuration as written, receiving accel-lint's
 diagnostics for a buggy script.
 
     python bench/nvim_diagnostics.py [--nvim nvim] [--file fixtures/lsp/train.py]
 
-Takes the Lua block of the README that follows :data:`MARKER`, uses it as ``init.lua`` for
+Takes the Lua block of docs/editors.md (it was the README's until the docs site) that follows :data:`MARKER`, uses it as ``init.lua`` for
 ``nvim --headless``, opens the script, waits for diagnostics, and writes the output of
 ``:lua print(vim.inspect(vim.diagnostic.get()))`` to bench/results/nvim_diagnostics.txt.
 ``accel-lint`` is found on PATH (this interpreter's scripts folder comes first).
@@ -26,8 +26,8 @@ MARKER = "-- Neovim 0.7 to 0.10"
 WAIT = "lua vim.wait(30000, function() return #vim.diagnostic.get(0) > 0 end, 100)"
 
 
-def readme_config(readme: Path = REPO / "README.md") -> str:
-    """The README's Lua block that starts with :data:`MARKER`."""
+def readme_config(readme: Path = REPO / "docs" / "editors.md") -> str:
+    """The editors page's Lua block that starts with :data:`MARKER`."""
     for block in re.findall(r"```lua\n(.*?)```", readme.read_text(encoding="utf-8"), re.DOTALL):
         if block.startswith(MARKER):
             return block
@@ -35,7 +35,7 @@ def readme_config(readme: Path = REPO / "README.md") -> str:
 
 
 def run(target: Path, nvim: str = "nvim", timeout: float = 90) -> subprocess.CompletedProcess:
-    """Neovim's output (stdout and stderr together) for ``target`` with the README's config."""
+    """Neovim's output (stdout and stderr together) for ``target`` with the editors page's config."""
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     with tempfile.TemporaryDirectory() as tmp:
         init = Path(tmp) / "init.lua"
@@ -56,7 +56,7 @@ def main() -> int:
     version = subprocess.run([args.nvim, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     proc = run(args.file.resolve(), args.nvim)
     output = proc.stdout + proc.stderr
-    header = (f"# {version}, headless, init.lua = the README's block starting {MARKER!r}\n"
+    header = (f"# {version}, headless, init.lua = docs/editors.md's block starting {MARKER!r}\n"
               f"# nvim --headless -u init.lua {args.file.relative_to(REPO) if args.file.is_relative_to(REPO) else args.file} "
               f"-c '{WAIT}' -c 'lua print(vim.inspect(vim.diagnostic.get()))' -c 'qa!'\n")
     args.out.write_text(header + output.replace("\r\n", "\n").strip() + "\n", encoding="utf-8")

@@ -88,7 +88,7 @@ def test_json_fields(write):
     first = findings[0]
     assert set(first) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message",
                           "fix", "url", "docs", "evidence"}
-    assert first["fix"] == "safe" and first["docs"] == "docs/rules/AL101.md" and first["url"].endswith("/AL101.md")
+    assert first["fix"] == "safe" and first["docs"] == "docs/rules/AL101.md" and first["url"].endswith("/rules/AL101.html")
     assert (first["line"], first["column"], first["end_line"], first["end_column"]) == (6, 5, 6, 20)
     assert (first["code"], first["name"], first["severity"]) == ("AL101", "raw-backward", "error")
 

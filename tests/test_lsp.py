@@ -136,7 +136,7 @@ async def test_open_publishes_codes_ranges_severities_docs_and_related_lines(cli
     assert (backward.range.start.line, backward.range.start.character) == (72, 16)
     assert (backward.range.end.line, backward.range.end.character) == (72, 31)
     assert backward.severity == types.DiagnosticSeverity.Error
-    assert backward.code_description.href.endswith("/docs/rules/AL101.md")
+    assert backward.code_description.href.endswith("/rules/AL101.html")
     assert by_code(found, "AL403")[0].severity == types.DiagnosticSeverity.Information
     assert by_code(found, "AL203")[0].severity == types.DiagnosticSeverity.Warning
     # AL302 cites its guard, `if accelerator.is_main_process:` on line 85
@@ -557,7 +557,7 @@ def test_a_selected_fix_leaves_the_other_findings_but_takes_its_follow_up_along(
 @needs_lsp
 @pytest.mark.skipif(shutil.which("nvim") is None, reason="nvim is not installed")
 def test_neovim_with_the_readme_config_receives_the_diagnostics():
-    """The README's Neovim 0.7-to-0.10 block, as written, in a headless Neovim."""
+    """The editors page's (docs/editors.md) Neovim 0.7-to-0.10 block, as written, in a headless Neovim."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("nvim_diagnostics", REPO / "bench" / "nvim_diagnostics.py")

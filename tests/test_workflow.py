@@ -220,7 +220,7 @@ def test_concise_json_lines_and_output_file(project):
     assert all(": AL" in line and "[*]" not in line for line in lines) and "Found" not in out
     code, out, _ = cli(root, "train.py", "--output-format", "json-lines", "--no-cache")
     records = [json.loads(line) for line in out.strip().splitlines()]
-    assert len(records) == len(lines) and all(r["url"].endswith(f"/{r['code']}.md") for r in records)
+    assert len(records) == len(lines) and all(r["url"].endswith(f"/rules/{r['code']}.html") for r in records)
     code, out, _ = cli(root, "train.py", "--output-format", "json", "-o", "reports/lint.json", "--no-cache")
     assert out == "" and code == 1
     assert len(json.loads((root / "reports" / "lint.json").read_text())) == len(lines)
@@ -231,7 +231,7 @@ def test_github_annotations_then_the_plain_report(project):
     code, out, _ = cli(root, "train.py", "--output-format", "github", "--no-cache")
     first = out.splitlines()[0]
     assert first.startswith("::error file=train.py,line=13,col=13,endLine=13,endColumn=28,title=AL101 raw-backward::")
-    assert "docs/rules/AL101.md" in first
+    assert "/rules/AL101.html)" in first  # the rule's page on the docs site (doclinks)
     assert "train.py:13:13: AL101 [*]" in out and "Found 5 problems" in out
 
 
@@ -271,7 +271,7 @@ def test_sarif_validates_against_the_schema_and_has_stable_fingerprints(project,
     jsonschema.validate(log, schema)
     run = log["runs"][0]
     rules = {r["id"]: r for r in run["tool"]["driver"]["rules"]}
-    assert rules["AL301"]["helpUri"].endswith("/docs/rules/AL301.md") and "## Why is this bad?" in rules["AL301"]["help"]["text"]
+    assert rules["AL301"]["helpUri"].endswith("/rules/AL301.html") and "## Why is this bad?" in rules["AL301"]["help"]["text"]
     results = run["results"]
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {"train.py"}
     before = {r["ruleId"]: r["partialFingerprints"] for r in results}

@@ -184,7 +184,7 @@ def hover(report: Report, uri: str, where: types.Position, encoding: str) -> typ
     for code in dict.fromkeys(d.code for d in found):
         rule = rule_by_code(code)
         if rule is not None:
-            parts.append(f"**{rule.code}** `{rule.name}` ({rule.severity}) · [docs]({convert.docs_url(code)})\n\n"
+            parts.append(f"**{rule.code}** `{rule.name}` ({rule.severity}) · [docs]({convert.docs_url(code, report.config)})\n\n"
                          f"{rule.docs().strip()}")
     if not parts:
         return None

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
+from ..config import Config
 from ..diagnostics import Diagnostic
-from ..report import DOCS_URL
+from ..doclinks import base_url, rule_url
 from .project import Report
 
 SOURCE = "accel-lint"
@@ -63,8 +64,9 @@ def line_range(lines: Sequence[str], line: int, encoding: str) -> types.Range:
                        end=types.Position(line=line - 1, character=units(text, len(text.rstrip()), encoding)))
 
 
-def docs_url(code: str) -> str:
-    return DOCS_URL.format(code=code)
+def docs_url(code: str, config: Config) -> str:
+    """The rule's page under the docs site the document's configuration names (``docs-url``)."""
+    return rule_url(code, base_url(config.docs_url))
 
 
 def diagnostics(report: Report, encoding: str) -> dict[str, list[types.Diagnostic]]:
@@ -121,7 +123,7 @@ def one(report: Report, d: Diagnostic, encoding: str) -> types.Diagnostic:
                 message=fact))
     return types.Diagnostic(
         range=span(lines, d, encoding), message=d.message, severity=SEVERITY.get(d.severity),
-        code=d.code, code_description=types.CodeDescription(href=docs_url(d.code)), source=SOURCE,
+        code=d.code, code_description=types.CodeDescription(href=docs_url(d.code, report.config)), source=SOURCE,
         tags=TAGS.get(d.code), related_information=related or None,
     )
 

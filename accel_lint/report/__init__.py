@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..diagnostics import Diagnostic
+from ..doclinks import rule_url
 
 FORMATS = ("text", "concise", "json", "json-lines", "github", "sarif", "junit")
-DOCS_URL = "https://github.com/accel-lint/accel-lint/blob/main/docs/rules/{code}.md"
 
 
 @dataclass(frozen=True)
@@ -21,10 +21,11 @@ class RuleInfo:
     severity: str
     summary: str
     docs: str
+    docs_base: str = ""  # the docs site's base URL (doclinks.base_url); empty: the default
 
     @property
     def url(self) -> str:
-        return DOCS_URL.format(code=self.code)
+        return rule_url(self.code, self.docs_base or None)
 
     @property
     def docs_path(self) -> str:
@@ -44,6 +45,7 @@ class Run:
     show_fixes: bool = False
     unsafe_fixes: bool = False
     show_evidence: bool = False
+    docs_base: str = ""  # the docs site's base URL, for links that are not a rule's (SARIF informationUri)
 
 
 def render(fmt: str, diagnostics: list[Diagnostic], run: Run) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from ..diagnostics import Diagnostic
+from ..doclinks import home_url
 from ..fingerprints import fingerprints_with_occurrence, relative_path
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -66,7 +67,7 @@ def log(diagnostics: list[Diagnostic], run) -> str:
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {"name": "accel-lint", "version": run.version, "semanticVersion": run.version,
-                                "informationUri": "https://github.com/accel-lint/accel-lint", "rules": rules}},
+                                "informationUri": home_url(run.docs_base or None), "rules": rules}},
             "originalUriBaseIds": {"%SRCROOT%": {"uri": run.root.resolve().as_uri() + "/"}},
             "columnKind": "unicodeCodePoints",
             "results": results,
