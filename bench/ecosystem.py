@@ -268,6 +268,19 @@ GIT_CORPORA = {
     "diffullama-diffusion-lm": ("HKUNLP/DiffuLLaMA", "c17e897f6476c174b4623da594e4c65554f1613d", "DiffuLLaMA-training"),
     "xrag-retrieval-lm": ("Hannibal046/xRAG", "121fa4180a8c1fa0ec1af5901d879452e5c9ce89", None),
     "agentgym-behavior-cloning": ("WooooDyy/AgentGym", "3ef9235d23e68e7c2920c5422ad957dc8ced5c6c", "agentenv"),
+    # batch 22 (2026-11-28, thirteenth session): first contact recorded at 4b46a35, the session's start
+    "dilightnet-relighting-controlnet": ("yym0329/diffusion-project", "634e55bd421eed5091105028a8e379fd4da34aa8", None),
+    "uniem-embedding-finetune": ("wangyuxinwhy/uniem", "f76acf9287917cbb64ce7e6d36e18afaf4c452fd", None),
+    "brain-tumor-seg-classify": ("JeMing-creater/ZTomorTrain", "f012791dff806c8de3e8cd948e60f755d22339d7", None),
+    "motion-consistency-video-distill": ("yhZhai/mcm", "885b77626935660384d8051ea7ec228abb506d28", None),
+    "aqualora-watermark-controlnet": ("HanhaiNotHai/AquaLoRA_ControlNet", "b136b97990e6deecac4c8d2ecccd35eef6d0ba5a", None),
+    "indextts-gpt-multigpu-finetune": ("Ksuriuri/index-tts", "c3b0309c262490d67e617c05598c2eee6ab437f3", None),
+    "llm-alignment-sft-dpo-rlhf": ("nikhil-lalgudi/distributed-llm-alignment", "4fa41d709cc1c5810e95711a2c1bc88461c64530", "distributed-llm-alignment"),
+    "recurrent-parameter-generation": ("MTDoven/Recurrent-Parameter-Generation", "a197f7c50adfe64cd8d1135533aff6cdefe8acc6", None),
+    "lora-e5-semantic-search": ("aulukelvin/LoRA_E5", "153446082dd250eb521ae058d8eb0fb8a044f96c", None),
+    "sotopia-social-rl-ppo": ("sotopia-lab/sotopia-rl", "2ebb14ea4802c4b8cb3def40e9a0f9a0398265c5", None),
+    "lkgd-svd-joint-lora": ("caoql98/LKGD", "0eb0ff533db6c2e986c1b70b5aa11ace1d6b26a5", None),
+    "beautifulprompt-sft-rm-trainer": ("alibaba/EasyNLP", "a4ee9568fa094f5825346f3acd0d65b15f1e3a95", "examples/BeautifulPrompt/beautiful_prompt"),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
