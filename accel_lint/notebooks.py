@@ -163,8 +163,11 @@ def leave_out_broken_cells(notebook: Notebook) -> dict[int, tuple[int, int, str]
             compile(source, f"cell {cell}", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         except SyntaxError as err:
             at = min(max(err.lineno or 1, 1), len(numbers))
-            # "(detected at line 5)" counts in the cell's own source: the position says it already
+            # "(detected at line 5)" counts in the cell's own source: the position says it already;
+            # "after 'for' statement on line 3" is made a module line, as the engine's messages are
             message = re.sub(r"\s*\(detected at line \d+\)", "", err.msg)
+            message = re.sub(r"\bline (\d+)\b", lambda m: f"line {numbers[int(m.group(1)) - 1]}"
+                             if 1 <= int(m.group(1)) <= len(numbers) else m.group(0), message)
             broken[cell] = (numbers[at - 1], max(err.offset or 1, 1), message)
             for n in numbers:
                 module_lines[n - 1] = ""

@@ -268,3 +268,17 @@ def test_what_a_launcher_runs_on_several_processes_is_its_function_and_what_that
               "def plot():\n    pass\n"
               "loss = 1\n" + launch + "\n")
     assert notebooks.launched_lines(module) == _lines_of(module, *launched)
+
+
+def test_a_broken_cells_message_names_its_own_lines(tmp_path):
+    """CPython counts lines in the cell it compiled ("after 'for' statement on line 3"): the
+    message keeps naming that line of that cell, not line 3 of the notebook's first cell."""
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": ["x = 1\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": ["import os\n", "\n", "for i in range(3):\n", "print(i)\n"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    _, findings = json_findings(str(path), "--no-cache")
+    assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(2, 4, "AL001")]
+    assert "after 'for' statement on line 3;" in findings[0]["message"]
