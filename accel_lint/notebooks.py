@@ -162,6 +162,8 @@ def leave_out_broken_cells(notebook: Notebook) -> dict[int, tuple[int, int, str]
         try:  # top-level `await` is valid in IPython
             compile(source, f"cell {cell}", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         except SyntaxError as err:
+            if _newer_python_parses(source):
+                continue  # e.g. PEP 701's nested f-string quotes: valid in the kernel's newer Python
             at = min(max(err.lineno or 1, 1), len(numbers))
             # "(detected at line 5)" counts in the cell's own source: the position says it already;
             # "after 'for' statement on line 3" is made a module line, as the engine's messages are
@@ -177,6 +179,18 @@ def leave_out_broken_cells(notebook: Notebook) -> dict[int, tuple[int, int, str]
         notebook.module = "\n".join(module_lines)
         notebook.left_out = set(broken)
     return broken
+
+
+def _newer_python_parses(source: str) -> bool:
+    """libcst's grammar (the engine's parser) knows the syntax of Pythons newer than the one
+    running: a cell CPython rejects here but libcst parses is valid for some kernel."""
+    import libcst
+
+    try:
+        libcst.parse_module(source)
+    except Exception:  # libcst's ParserSyntaxError, or anything its parser cannot handle
+        return False
+    return True
 
 
 _WRITEFILE = re.compile(r"^\s*%%writefile(?:\s+(?:-a|--append))?\s+[\"']?([^\s\"']+\.py)[\"']?\s*$")

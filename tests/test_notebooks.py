@@ -282,3 +282,14 @@ def test_a_broken_cells_message_names_its_own_lines(tmp_path):
     _, findings = json_findings(str(path), "--no-cache")
     assert [(f["cell"], f["line"], f["code"]) for f in findings] == [(2, 4, "AL001")]
     assert "after 'for' statement on line 3;" in findings[0]["message"]
+
+
+def test_a_cell_in_the_syntax_of_a_newer_python_is_not_left_out(tmp_path):
+    """Nested f-string quotes (PEP 701) are valid in a Python 3.12 kernel: when the Python running
+    the linter rejects them but its parser (libcst) reads them, the cell is checked."""
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": ["def path_of(row):\n", "    return f'/data/{row['id']}.jpg'\n"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert json_findings(str(path), "--no-cache")[1] == []
