@@ -15,6 +15,21 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # Validation videos exported on every rank to one path per prompt (diffusers' export_to_video
+    # writes the file it is given); a path left out goes to a temporary file of its own.
+    "every_rank_exports_the_same_validation_video": ("""
+        import os
+        from accelerate import Accelerator
+        from diffusers.utils import export_to_video
+
+        def main(pipe, prompts, out):
+            accelerator = Accelerator()
+            pipe = accelerator.prepare(pipe)
+            for prompt in prompts:
+                frames = pipe(prompt).frames[0]
+                export_to_video(frames, os.path.join(out, f"{prompt}.mp4"))
+                export_to_video(frames)
+    """, [(11, "AL401")]),
     # A helper called from `__init__` resizes the embeddings of the model a later method prepares:
     # no method of the instance runs before `__init__` returns, so the helper sees the bare model.
     # A method nobody here calls may run after the preparing one, and is still reported.
