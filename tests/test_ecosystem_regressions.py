@@ -29,7 +29,7 @@ CASES = {
                 frames = pipe(prompt).frames[0]
                 export_to_video(frames, os.path.join(out, f"{prompt}.mp4"))
                 export_to_video(frames)
-    """, [(11, "AL401")]),
+    """, [(10, "AL401")]),
     # A helper called from `__init__` resizes the embeddings of the model a later method prepares:
     # no method of the instance runs before `__init__` returns, so the helper sees the bare model.
     # A method nobody here calls may run after the preparing one, and is still reported.

@@ -76,8 +76,10 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
                                        and not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
                                        for arg in call.args):
             return None
-        return Write(call, qual, _argument(call, known.path, known.path_keyword), _is_tolerant(call, known.tolerant),
-                     known.creates_directory)
+        path = _argument(call, known.path, known.path_keyword)
+        if path is None and known.path is not None:
+            return None  # no path given (export_to_video's temporary file), or one in `**kwargs`: unknown
+        return Write(call, qual, path, _is_tolerant(call, known.tolerant), known.creates_directory)
     if isinstance(call.func, cst.Attribute):
         method = call.func.attr.value
         owner = dotted_name(call.func.value) or ""
