@@ -139,6 +139,8 @@ def severity_under(d: Diagnostic, backend: Backend) -> str:
             return "info"  # ZeRO-1/2 shard no parameters: a main-only forward completed on 2 GPUs
         if backend.distributed_type == "MULTI_GPU":
             return "warning"  # NCCL paired the buffer broadcast with the other rank's barrier and went on (gloo hangs)
+    if code == "AL307" and backend.distributed_type == "DEEPSPEED":
+        return "info"  # the engine steps a prepared scheduler itself: the message names DDP and FSDP only
     if code == "AL501" and tag == "state_dict" and backend.sharded:
         # FSDP1's wrapper returns the full, unprefixed state dict (measured with both state-dict types)
         return "info" if backend.fsdp1 else "error"

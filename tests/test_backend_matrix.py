@@ -92,15 +92,15 @@ def test_the_runner_on_two_gloo_ranks_and_one_process(tmp_path):
 
 
 def test_the_new_rules_harm_measured_on_two_gloo_ranks(tmp_path):
-    """AL505 and AL506 (all four shapes): the bad fixtures end with different weights on the two ranks, the good
+    """AL307, AL505 and AL506 (all four shapes): the bad fixtures end with different weights on the two ranks, the good
     ones with the same. AL206: with an unseeded split the ranks hold out different samples and
     train on each other's held-out ones; with a seeded one they agree."""
     out = tmp_path / "matrix.json"
     code = _runner().main(["--cpu", "--configs", "cpu_ddp", "--jobs", "2", "--cap", "120", "--out", str(out),
-                           "--fixtures", "al206,al505,al506"])
+                           "--fixtures", "al206,al307,al505,al506"])
     assert code == 0
     cells = {c["fixture"]: c for c in json.loads(out.read_text())["cells"]}
-    for rule in ("al505_prepare_result_discarded", "al506_train_on_unwrapped", "al506_forward_of_given_module",
+    for rule in ("al307_rank_gated_scheduler_step", "al505_prepare_result_discarded", "al506_train_on_unwrapped", "al506_forward_of_given_module",
                  "al506_container_of_parts", "al506_inner_module"):
         bad, good = cells[f"{rule}_bad"], cells[f"{rule}_good"]
         assert bad["outcome"] == "silent" and "replicas hold different weights" in bad["detail"], bad
