@@ -15,6 +15,27 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A warmup-cosine schedule written as a subclass of torch's scheduler base in the script itself,
+    # stepped only where the loss is logged: a scheduler by its class, so AL307 holds.
+    "a_scheduler_class_of_the_script_stepped_on_the_main_process": ("""
+        import torch
+        from accelerate import Accelerator
+
+        class WarmupCosine(torch.optim.lr_scheduler._LRScheduler):
+            def get_lr(self):
+                return [group["lr"] for group in self.optimizer.param_groups]
+
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        schedule = WarmupCosine(optimizer)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, make_loader())
+        for x in loader:
+            accelerator.backward(model(x).sum())
+            optimizer.step()
+            if accelerator.is_main_process:
+                schedule.step()
+    """, [(18, "AL307")]),
     # Validation videos exported on every rank to one path per prompt (diffusers' export_to_video
     # writes the file it is given); a path left out goes to a temporary file of its own.
     "every_rank_exports_the_same_validation_video": ("""

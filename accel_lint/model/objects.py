@@ -1035,7 +1035,23 @@ class ObjectTracker:
             # an nn.Module that holds no parameters (only an optimizer, a schedule) is not
             # wrapped by prepare(): what it is then is unknown, and its binding names it
             return Value(kind="model" if self._may_hold_parameters(cls) else None, origin=call)
+        if cls is not None and self.is_scheduler_class(cls):
+            return Value(kind="scheduler", origin=call)
         return Value(origin=call)
+
+    def is_scheduler_class(self, cls, seen: frozenset = frozenset()) -> bool:
+        """Whether ``cls`` (a class of this file) derives from one of torch's learning-rate
+        schedulers (``torch.optim.lr_scheduler._LRScheduler``, ``LambdaLR``, ...), directly or
+        through another class of this file."""
+        if cls.name in seen:
+            return False
+        for base in cls.bases:
+            if (self.index.imports.qualify(base) or base).startswith("torch.optim.lr_scheduler."):
+                return True
+            local = self.index.classes.get(base.split(".")[-1])
+            if local is not None and self.is_scheduler_class(local, seen | {cls.name}):
+                return True
+        return False
 
     def exported_kinds(self) -> dict[str, str]:
         """What other modules get by calling this module's functions and classes: a new object of
@@ -1053,6 +1069,8 @@ class ObjectTracker:
                 found[name] = "model"
             elif cls.node in self.index.module.body and self.is_loader_class(cls):
                 found[name] = "loader"
+            elif cls.node in self.index.module.body and self.is_scheduler_class(cls):
+                found[name] = "scheduler"
         return found
 
     def iterated_parameters(self, call: cst.Call) -> tuple[tuple[int, str], ...]:
