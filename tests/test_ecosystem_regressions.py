@@ -35,7 +35,7 @@ CASES = {
             optimizer.step()
             if accelerator.is_main_process:
                 schedule.step()
-    """, [(18, "AL307")]),
+    """, [(17, "AL307")]),
     # Validation videos exported on every rank to one path per prompt (diffusers' export_to_video
     # writes the file it is given); a path left out goes to a temporary file of its own.
     "every_rank_exports_the_same_validation_video": ("""
