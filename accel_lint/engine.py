@@ -14,7 +14,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -377,7 +377,7 @@ def written_for_several_processes(data: bytes) -> bool:
     return any(token in data for token in _SEVERAL_PROCESSES)
 
 
-def _keep_one_process_findings(result: LintResult, several_processes: set[int] = frozenset()) -> None:
+def _keep_one_process_findings(result: LintResult, several_processes: Collection[int] = frozenset()) -> None:
     """Only the findings of rules whose harm exists in one process too (``Rule.holds_in_one_process``)
     stay, with their fixes, except on the lines in ``several_processes`` (a notebook's launched
     functions), where every finding stays."""
@@ -444,7 +444,6 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     except (UnicodeDecodeError, notebooks.NotebookError) as exc:
         result = LintResult(errors=[FileError(path, f"cannot read notebook: {exc}; skipped")], files_checked=1)
         return (result, None) if want_fixes else result
-    broken = notebooks.leave_out_broken_cells(notebook)
     code = notebook.module.encode("utf-8")
     result = lint_source(code, path, config, want_fixes=want_fixes, external=external,
                          reparser=reparser)
@@ -452,8 +451,8 @@ def lint_notebook(data: bytes, path: str, config: Config, want_fixes: bool = Fal
     # (`notebook_launcher(fn)`, `spawn`) runs is a program of several processes. A `%%writefile`
     # cell is masked here and linted below as the script it writes.
     _keep_one_process_findings(result, notebooks.launched_lines(notebook.module) if starts_processes(code) else set())
-    if broken and config.is_enabled("AL001", path):
-        for line, column, message in broken.values():
+    if notebook.broken and config.is_enabled("AL001", path):
+        for line, column, message in notebook.broken.values():
             result.diagnostics.append(Diagnostic(path, line, column, line, column, "AL001", "syntax-error", "error",
                                                  f"syntax error: {message}; this cell was not checked (Jupyter "
                                                  "would not run it), the others were"))

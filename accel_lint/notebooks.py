@@ -55,7 +55,8 @@ class Notebook:
     cells: list[Cell]  # code cells only
     module: str = ""
     line_map: list[tuple[int, int]] = field(default_factory=list)  # module line - 1 -> (cell index, cell line)
-    left_out: set[int] = field(default_factory=set)  # cells that do not parse: blank in ``module``
+    # cells that do not parse (blank in ``module``): cell index -> (module line, column, CPython's message)
+    broken: dict[int, tuple[int, int, str]] = field(default_factory=dict)
     _spans: dict | None = None
 
     def file_line(self, cell: int, line: int) -> int | None:
@@ -97,6 +98,7 @@ def read(text: str) -> Notebook:
         cells.append(Cell(index, text_source.splitlines(), ends_with_newline=text_source.endswith("\n")))
     notebook = Notebook(text, data, cells)
     _build_module(notebook)
+    _leave_out_broken_cells(notebook)
     return notebook
 
 
@@ -147,10 +149,11 @@ def _parses(statement: str) -> bool:
 
 # -- cells Jupyter would not run, and scripts a cell writes -----------------------------------------
 
-def leave_out_broken_cells(notebook: Notebook) -> dict[int, tuple[int, int, str]]:
+def _leave_out_broken_cells(notebook: Notebook) -> None:
     """Jupyter compiles each cell on its own: a cell that does not parse raises ``SyntaxError``
-    and the others still run. Blank the module lines of each such cell (no line moves) and return,
-    per cell, the module line, column and CPython's message of its error."""
+    and the others still run. Blank the module lines of each such cell (no line moves) and keep,
+    per cell, the module line, column and CPython's message of its error (``Notebook.broken``), so
+    that linting, ``--fix`` and the language server's fixes all see the cells Jupyter would run."""
     lines_of: dict[int, list[int]] = {}
     for module_line, (cell, cell_line) in enumerate(notebook.line_map, 1):
         if cell_line:
@@ -177,8 +180,7 @@ def leave_out_broken_cells(notebook: Notebook) -> dict[int, tuple[int, int, str]
             continue  # CPython cannot tell: the joined parse decides, as before
     if broken:
         notebook.module = "\n".join(module_lines)
-        notebook.left_out = set(broken)
-    return broken
+        notebook.broken = broken
 
 
 def _newer_python_parses(source: str) -> bool:
@@ -281,13 +283,12 @@ def launched_lines(module: str) -> set[int]:
 
 def _launch_target(call: ast.Call) -> ast.expr | None:
     """The function a launcher call runs on several processes, unwrapped from ``partial``."""
-    func = call.func
-    if isinstance(func, ast.Call) and _called_name(func) == "elastic_launch":
+    name = _called_name(call)
+    if isinstance(call.func, ast.Call) and _called_name(call.func) == "elastic_launch":
         target = call.args[0] if call.args else None  # elastic_launch(config)(fn, *args)
-    elif _called_name(call) in _LAUNCHERS or _called_name(call) == "Process":
+    elif name in _LAUNCHERS or name == "Process":
         keyword = next((k.value for k in call.keywords if k.arg in _TARGET_KEYWORDS), None)
-        target = keyword if keyword is not None or _called_name(call) == "Process" else \
-            (call.args[0] if call.args else None)
+        target = keyword if keyword is not None or name == "Process" else (call.args[0] if call.args else None)
     else:
         return None
     while isinstance(target, ast.Call) and _called_name(target) == "partial" and target.args:
@@ -315,7 +316,7 @@ def apply_fixed_module(notebook: Notebook, fixed_module: str) -> tuple[str, list
     notices: list[str] = []
     replacements: dict[int, list[str]] = {}
     for cell, part in zip(notebook.cells, parts):
-        if cell.index in notebook.left_out:
+        if cell.index in notebook.broken:
             continue  # blank in the module: it does not parse, and no fix touches it
         new_lines = part.split("\n") if part else []
         if new_lines == [line if i not in cell.masked else ("" if i in cell.continuation else _masked(cell.lines[i]))

@@ -97,7 +97,6 @@ def _fix_notebook(data: bytes, path: str, config: Config, unsafe: bool) -> FileF
         outcome.remaining = lint_notebook(data, path, config)
         return outcome
     outcome.original = outcome.fixed = text
-    notebooks.leave_out_broken_cells(notebook)  # as linting does: the cells that parse are fixed
     module_fix = fix_source(notebook.module.encode("utf-8"), path, config, unsafe)
     outcome.notices.extend(module_fix.notices)
     if module_fix.changed:

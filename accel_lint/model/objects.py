@@ -12,6 +12,7 @@ Same-file functions get summaries computed to a fixpoint: what they return
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -1039,20 +1040,6 @@ class ObjectTracker:
             return Value(kind="scheduler", origin=call)
         return Value(origin=call)
 
-    def is_scheduler_class(self, cls, seen: frozenset = frozenset()) -> bool:
-        """Whether ``cls`` (a class of this file) derives from one of torch's learning-rate
-        schedulers (``torch.optim.lr_scheduler._LRScheduler``, ``LambdaLR``, ...), directly or
-        through another class of this file."""
-        if cls.name in seen:
-            return False
-        for base in cls.bases:
-            if (self.index.imports.qualify(base) or base).startswith("torch.optim.lr_scheduler."):
-                return True
-            local = self.index.classes.get(base.split(".")[-1])
-            if local is not None and self.is_scheduler_class(local, seen | {cls.name}):
-                return True
-        return False
-
     def exported_kinds(self) -> dict[str, str]:
         """What other modules get by calling this module's functions and classes: a new object of
         a known kind on every call (a function that returns ``DataLoader(...)``, a Module
@@ -1127,17 +1114,28 @@ class ObjectTracker:
         """``call`` builds a DataLoader: torch's or a subclass (``_constructor_kind``)."""
         return isinstance(call, cst.Call) and self._constructor_kind(call) == "loader"
 
-    def is_loader_class(self, cls, seen: frozenset = frozenset()) -> bool:
+    def is_loader_class(self, cls) -> bool:
         """Whether ``cls`` (a class of this file) derives from a DataLoader: torch's, one of the
         library table's ``loader-classes``, or another class of this file that does."""
+        return self._derives_from(cls, lambda base, qualified: base.split(".")[-1] == "DataLoader"
+                                  or qualified in self.library.loader_classes)
+
+    def is_scheduler_class(self, cls) -> bool:
+        """Whether ``cls`` (a class of this file) derives from one of torch's learning-rate
+        schedulers (``torch.optim.lr_scheduler._LRScheduler``, ``LambdaLR``, ...), directly or
+        through another class of this file."""
+        return self._derives_from(cls, lambda base, qualified: qualified.startswith("torch.optim.lr_scheduler."))
+
+    def _derives_from(self, cls, is_wanted_base: Callable[[str, str], bool], seen: frozenset = frozenset()) -> bool:
+        """Whether a base of ``cls`` (written, qualified) passes ``is_wanted_base``, directly or
+        through another class of this file."""
         if cls.name in seen:
             return False
         for base in cls.bases:
-            short = base.split(".")[-1]
-            if short == "DataLoader" or (self.index.imports.qualify(base) or base) in self.library.loader_classes:
+            if is_wanted_base(base, self.index.imports.qualify(base) or base):
                 return True
-            local = self.index.classes.get(short)
-            if local is not None and self.is_loader_class(local, seen | {cls.name}):
+            local = self.index.classes.get(base.split(".")[-1])
+            if local is not None and self._derives_from(local, is_wanted_base, seen | {cls.name}):
                 return True
         return False
 
