@@ -127,6 +127,9 @@ TORCH_DISTRIBUTED_OPS: Final[dict[str, str]] = {
 
 #: Context managers of an Accelerator that synchronise: one barrier per rank, balanced.
 ACCELERATOR_SYNC_CONTEXTS: Final = frozenset({"main_process_first", "local_main_process_first", "profile"})
+# Accelerator lists only the main process fills: `init_trackers` is main-only, so a loop over
+# `accelerator.trackers` runs its body on the main process alone
+MAIN_ONLY_COLLECTIONS: Final = frozenset({"trackers"})
 
 #: Accelerator APIs that are gated inside Accelerate and safe to call on every rank (facts §2),
 #: and other methods that are not collectives.

@@ -15,6 +15,27 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # Validation images written inside a loop over the accelerator's trackers: only the main process
+    # fills that list (init_trackers is main-only), so the body runs there alone. A state dict taken
+    # in such a loop is a rank-gated collective; the write after the loop is on every rank.
+    "a_loop_over_the_trackers_runs_on_the_main_process_only": ("""
+        import os
+        import torch
+        from accelerate import Accelerator
+
+        accelerator = Accelerator(log_with="tensorboard")
+        accelerator.init_trackers("run")
+        model = accelerator.prepare(torch.nn.Linear(2, 2))
+        for tracker in accelerator.trackers:
+            if tracker.name == "tensorboard":
+                os.makedirs("samples", exist_ok=True)
+                with open("samples/grid.txt", "w") as handle:
+                    handle.write("grid")
+                weights = accelerator.get_state_dict(model)
+        else:
+            torch.save({"step": 1}, "progress.pt")
+        torch.save({"step": 1}, "last.pt")
+    """, [(13, "AL302"), (15, "AL401"), (16, "AL401")]),
     # A warmup-cosine schedule written as a subclass of torch's scheduler base in the script itself,
     # stepped only where the loss is logged: a scheduler by its class, so AL307 holds.
     "a_scheduler_class_of_the_script_stepped_on_the_main_process": ("""

@@ -1521,6 +1521,9 @@ class FileModel:
             return []
         condition = guard.condition
         text = shorten(self.code(condition))
+        if guard.how == "main-only-loop":
+            return [(guard.node, f"runs only in a loop over `{text}`, a list that only the main process fills "
+                                 f"(init_trackers is main-only)")]
         how = {"if": "only where", "else": "only where this is false:", "early-exit": "after an early exit on",
                "decorator": "only on the ranks of"}.get(guard.how, "under")
         return [(guard.node, f"runs {how} `{text}`, which differs between ranks")]

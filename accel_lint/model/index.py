@@ -188,12 +188,12 @@ class FileIndex:
         out: dict[ScopeNode, tuple[list, list]] = {}
         for slot, nodes in ((0, self.branches), (1, self.calls)):
             for node in nodes:
-                owner = self._walk_owner(node)
+                owner = self.walk_owner(node)
                 if owner is not None:
                     out.setdefault(owner, ([], []))[slot].append(node)
         return out
 
-    def _walk_owner(self, node: cst.CSTNode) -> ScopeNode | None:
+    def walk_owner(self, node: cst.CSTNode) -> ScopeNode | None:
         parent = self.parents.get(node)
         while parent is not None:
             kind = type(parent)

@@ -24,7 +24,7 @@ from .index import FileIndex, ScopeNode
 from .names import bound_names, dotted_name
 from ..collectives import NOT_OPS
 from .objects import ObjectTracker, _protocol_place, arguments_by_parameter
-from .ranks import FORK, UNIFORM, RankClass, RankEvaluator
+from .ranks import FORK, UNIFORM, RankClass, RankEvaluator, _rank_attribute
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,13 @@ class OpAnalysis:
             return Guard(dec, dec.decorator, "decorator"), runs
         return None
 
+    def main_only_collection(self, iterable: cst.BaseExpression) -> bool:
+        """``accelerator.trackers``: a list only the main process fills."""
+        if not (isinstance(iterable, cst.Attribute) and iterable.attr.value in C.MAIN_ONLY_COLLECTIONS):
+            return False
+        owner = self.objects.values.get(iterable.value)
+        return owner is not None and owner.is_acc
+
     # -- walking ----------------------------------------------------------------------------
     def is_rank_free(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
         """No rank-dependent condition, gating decorator or call to a rank-dependent helper:
@@ -217,6 +224,9 @@ class OpAnalysis:
         if free:
             branches, calls = self.index.by_scope.get(scope, ((), ()))
             free = not any(self.ranks.is_rank_dependent(node.test) for node in branches)
+        if free:
+            free = not any(type(loop) is cst.For and self.main_only_collection(loop.iter)
+                           and self.index.walk_owner(loop) is scope for loop in self.index.loops)
         if free:
             for node in calls:
                 target = self.index.resolve_call(node)
@@ -675,7 +685,17 @@ class _Walker:
             return result[1]
         if isinstance(stmt, cst.For):
             self._calls(stmt.iter, guard, items)
-            body, exit_ = self.block(list(stmt.body.body), guard)
+            body_guard = guard
+            if self.a.main_only_collection(stmt.iter):
+                # `for tracker in accelerator.trackers:` -- only the main process fills the list
+                # (init_trackers is main-only): elsewhere the body never runs
+                if _rank_attribute("is_main_process", self.cls) is not True:
+                    if stmt.orelse is not None:
+                        o_items, _ = self.block(list(stmt.orelse.body.body), guard)
+                        items.extend(o_items)
+                    return None
+                body_guard = Guard(stmt, stmt.iter, "main-only-loop")
+            body, exit_ = self.block(list(stmt.body.body), body_guard)
             if body:
                 items.append(Loop(stmt, body))
             if stmt.orelse is not None:

@@ -146,6 +146,8 @@ def describe_guard(model: FileModel, guard: Guard | None) -> str:
     cond = quote(model.code(guard.condition))
     if guard.how == "else":
         return f"only where {cond} (line {line}) is false"
+    if guard.how == "main-only-loop":
+        return f"only on the main process (in the loop over {cond}, line {line}, a list only it fills)"
     if guard.how == "early-exit":
         return f"only on the ranks that pass the early exit on {cond} (line {line})"
     return f"only where {cond} (line {line}) is true"
