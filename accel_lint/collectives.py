@@ -34,6 +34,12 @@ RETURNS_KIND: Final = "RETURNS_KIND"
 # the data (its methods fill `self.<rows>` under a test on the rank index); its detail is the
 # test, as written
 SPLITS_PER_RANK: Final = "SPLITS_PER_RANK"
+# not a collective: a module function of another module that returns a sampler giving each rank
+# its own part (`return DistributedSampler(ds, ...)`, or `None` where it builds none); no detail
+RETURNS_SHARDING_SAMPLER: Final = "RETURNS_SHARDING_SAMPLER"
+# not a collective: a module function of another module that clips the gradients on every call
+# (no test on `sync_gradients` around the clip); its detail is the clip call, as written
+CLIPS_GRADIENTS: Final = "CLIPS_GRADIENTS"
 # not a collective: the methods of a model class of another module that run its forward
 # (`def sample(self, ...): ... self(x) ...`); its detail is their names, space-separated
 FORWARD_METHODS: Final = "FORWARD_METHODS"
@@ -62,10 +68,12 @@ STARTS_TRACKER: Final = "STARTS_TRACKER"
 REPLACES_PRINT: Final = "REPLACES_PRINT"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
+                            RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
                             WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
                             STARTS_TRACKER, REPLACES_PRINT})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
 MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
+                               RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
                                WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, DOWNLOADS, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE
+from .collectives import ACCELERATOR_FACTORY, CLIPS_GRADIENTS, DOWNLOADS, END, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -887,8 +887,9 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
                 elif why == "called":  # called with its result unused: a write (or a rank) matters
+                    # (and what every rank does by calling it: clip the gradients, end training)
                     ops = [op for op in ops if op[0] in (WRITES_FILE, RANK_PREDICATE, DOWNLOADS, STARTS_TRACKER,
-                                                        REPLACES_PRINT)]
+                                                        REPLACES_PRINT, CLIPS_GRADIENTS, END)]
                 elif why != "guarded":  # only assigned from: what it returns matters (a rank too)
                     ops = [op for op in ops if op[0] in (ACCELERATOR_FACTORY, RANK_PREDICATE, WRITES_FILE)
                            or op[0] in MADE_FACTS]

@@ -625,3 +625,67 @@ def test_writes_whose_names_hold_spaces_travel_between_modules(tmp_path: Path):
     code, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
     assert code == 1  # findings, no internal error (exit 2)
     assert [(d["path"], d["line"]) for d in found] == [("uses_cards.py", 7), ("uses_cards.py", 8)], found
+
+
+HELPERS = """\
+from accelerate import Accelerator
+from torch.utils.data import DistributedSampler
+
+
+def sampler_for(dataset, accelerator):
+    if accelerator.num_processes > 1:
+        return DistributedSampler(dataset, num_replicas=accelerator.num_processes, rank=accelerator.process_index)
+    return None
+
+
+def clip_if_asked(accelerator, model, max_norm):
+    if max_norm:
+        accelerator.clip_grad_norm_(model.parameters(), max_norm)
+
+
+def close(accelerator):
+    accelerator.log({"finished": 1})
+    accelerator.end_training()
+"""
+
+LOOP = """\
+import torch
+from torch.utils.data import DataLoader
+from accelerate import Accelerator
+from helpers import sampler_for, clip_if_asked, close
+
+accelerator = Accelerator(gradient_accumulation_steps=4)
+sampler = sampler_for(dataset, accelerator)
+loader = DataLoader(dataset, batch_size=8, sampler=sampler, shuffle=sampler is None)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.AdamW(model.parameters())
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+for batch in loader:
+    with accelerator.accumulate(model):
+        accelerator.backward(model(batch).sum())
+        clip_if_asked({clip_owner}, model, 1.0)
+        optimizer.step()
+close(accelerator)
+accelerator.wait_for_everyone()
+"""
+
+
+def test_a_helper_module_that_returns_a_sampler_clips_or_ends_training_is_known_where_it_is_called(tmp_path: Path):
+    """What the helpers of another module do, read from their values: a sampler that shards per
+    rank (AL205 on the loader it goes into), a clip on every call (AL104 at the call inside
+    `accumulate`), and an `end_training()` as the last collective (AL306 on the barrier after)."""
+    (tmp_path / "helpers.py").write_text(HELPERS)
+    (tmp_path / "train.py").write_text(LOOP.format(clip_owner="accelerator"))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert sorted((f["line"], f["code"]) for f in found) == [(8, "AL205"), (15, "AL104"), (18, "AL306")]
+    clip = next(f for f in found if f["code"] == "AL104")
+    assert "`accelerator.clip_grad_norm_`" in clip["message"]
+
+
+def test_a_helper_that_clips_with_whatever_it_is_given_is_silent_when_no_accelerator_is_given(tmp_path: Path):
+    """The helper clips through its parameter: handed something that is no accelerator, the
+    model cannot say it clips, and nothing is reported there."""
+    (tmp_path / "helpers.py").write_text(HELPERS)
+    (tmp_path / "train.py").write_text(LOOP.format(clip_owner="make_clipper()"))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert sorted((f["line"], f["code"]) for f in found) == [(8, "AL205"), (18, "AL306")]

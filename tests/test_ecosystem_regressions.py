@@ -15,6 +15,25 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A sampler chosen by a conditional expression (the per-rank one where several processes run,
+    # none otherwise) in a loader that `prepare` shards again: the path a launch takes shards twice.
+    # A helper of the same file that returns such a sampler is the same fact.
+    "a_sampler_chosen_by_a_conditional_expression_or_returned_by_a_helper": ("""
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+        from accelerate import Accelerator
+
+        def per_rank_sampler(data, world):
+            return DistributedSampler(data, num_replicas=world) if world > 1 else None
+
+        accelerator = Accelerator()
+        world = accelerator.num_processes
+        sampler = DistributedSampler(train_set, num_replicas=world) if world > 1 else None
+        train = DataLoader(train_set, batch_size=8, sampler=sampler, shuffle=sampler is None)
+        valid = DataLoader(valid_set, batch_size=8, sampler=per_rank_sampler(valid_set, world))
+        plain = DataLoader(test_set, batch_size=8, sampler=torch.utils.data.RandomSampler(test_set) if world else None)
+        train, valid, plain = accelerator.prepare(train, valid, plain)
+    """, [(11, "AL205"), (12, "AL205")]),
     # Validation images written inside a loop over the accelerator's trackers: only the main process
     # fills that list (init_trackers is main-only), so the body runs there alone. A state dict taken
     # in such a loop is a rank-gated collective; the write after the loop is on every rank.

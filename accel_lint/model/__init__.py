@@ -40,9 +40,11 @@ from .counts import counts_items
 from .lengths import LoaderLengths
 from . import composites
 from .moves import rank_branch_of
+from .clips import helper_clip
 from .rank_data import RankData
 from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
-from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK,
+from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
+                           RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
@@ -436,16 +438,54 @@ class FileModel:
                 return True  # built from this rank's own data (rollouts of a prepared loader's batches)
         return False
 
-    def sampler_shards(self, expr: cst.BaseExpression) -> bool | None:
+    def sampler_shards(self, expr: cst.BaseExpression, _depth: int = 0) -> bool | None:
         """Whether the sampler ``expr`` holds gives each rank its own part: ``True`` for torch's
-        ``DistributedSampler`` or a class of this module derived from it or reading the rank;
-        ``False`` for torch's other samplers and a class of this module that never reads the
-        rank; ``None`` (unknown) for anything else: a class of another module, a parameter."""
+        ``DistributedSampler`` or a class of this module derived from it or reading the rank, and
+        for a function (of this module or another of the tree) that returns one; ``False`` for
+        torch's other samplers and a class of this module that never reads the rank; ``None``
+        (unknown) for anything else: a class of another module, a parameter. Where paths differ
+        (``DistributedSampler(ds) if multi_gpu else None``), one that shards is enough: it is the
+        path a launch of several processes takes, and ``None`` there means no sampler at all."""
         value = self.value_at(expr)
-        origin = value.origin if value is not None and value.origin is not None else expr
+        origins = value.origins() if value is not None and value.origins() else frozenset({expr})
+        verdicts = set()
+        for origin in origins:
+            verdicts.add(self._made_sampler_shards(origin, _depth))
+        verdicts.discard("none")
+        if True in verdicts:
+            return True
+        return None if None in verdicts or not verdicts else False
+
+    def _made_sampler_shards(self, origin: cst.CSTNode, depth: int) -> bool | None | str:
+        if depth > 8:
+            return None
+        if type(origin) is cst.Name and origin.value == "None":
+            return "none"
+        if isinstance(origin, cst.IfExp):
+            verdicts = {self.sampler_shards(origin.body, depth + 1), self.sampler_shards(origin.orelse, depth + 1)}
+            return True if True in verdicts else None if None in verdicts else False
         if not isinstance(origin, cst.Call):
             return None
-        return self._class_shards(self.index.imports.qualify_expr(origin.func) or "", dotted_name(origin.func), 0)
+        target = self.index.resolve_call(origin)
+        if target is not None:  # `get_sampler(ds)` of this module: what it returns
+            returned = self.objects.summaries[target].return_exprs
+            verdicts = {self.sampler_shards(r, depth + 1) if r is not None else "none" for r in returned}
+            verdicts.discard("none")
+            return True if True in verdicts else None if None in verdicts or not verdicts else False
+        name = dotted_name(origin.func)
+        if name is not None and any(kind == RETURNS_SHARDING_SAMPLER for kind, _ in self.external.get(name, ())):
+            return True
+        return self._class_shards(self.index.imports.qualify_expr(origin.func) or "", name, 0)
+
+    def sharding_sampler_functions(self) -> set[str]:
+        """Module functions whose return values include a sampler that gives each rank its own
+        part (for other modules of the tree)."""
+        found = set()
+        for name, fn in self.index.module_functions.items():
+            returned = [r for r in self.objects.summaries[fn].return_exprs if r is not None]
+            if returned and any(self.sampler_shards(r) for r in returned):
+                found.add(name)
+        return found
 
     def _class_shards(self, qualified: str, local: str | None, depth: int) -> bool | None:
         if qualified in _DISTRIBUTED_SAMPLERS:
@@ -524,6 +564,12 @@ class FileModel:
             out.setdefault(name, []).append((STARTS_TRACKER, detail))
         for name, detail in self.print_replacing_names().items():
             out.setdefault(name, []).append((REPLACES_PRINT, detail))
+        for name in self.sharding_sampler_functions():
+            out.setdefault(name, []).append((RETURNS_SHARDING_SAMPLER, ""))
+        for name, fn in self.index.module_functions.items():
+            clip = helper_clip(self, fn)
+            if clip is not None:
+                out.setdefault(name, []).append((CLIPS_GRADIENTS, clip))
         for name, cls in self.index.classes.items():
             parameters = self.objects.class_iterated_parameters(cls) if cls.node in self.index.module.body else ()
             if parameters:

@@ -5,11 +5,9 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel
+from ..model.clips import clip_accelerator, clip_in_helper, under_sync_gradients
 from .base import Finding, Rule, guard_statement_fix
 
-_TORCH_CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
-                "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_"}
-_ACC_CLIPS = {"clip_grad_norm_", "clip_grad_value_"}
 
 
 class ClipOutsideSyncGradients(Rule):
@@ -150,8 +148,14 @@ class ClipOutsideSyncGradients(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for call in model.index.calls:
-            acc_expr = _clip_accelerator(model, call)
-            if acc_expr is False or _under_sync_gradients(model, call):
+            helper = None
+            if clip_accelerator(model, call) is False:
+                # `maybe_clip(accelerator, model, max_norm)`: a helper (of this module or another
+                # of the tree) that clips on every call
+                helper = clip_in_helper(model, call)
+                if helper is None:
+                    continue
+            if under_sync_gradients(model, call):
                 continue
             accumulating = model.accumulate_accelerator(call)
             if accumulating is not None and model.never_accumulates(accumulating):
@@ -159,49 +163,17 @@ class ClipOutsideSyncGradients(Rule):
             if accumulating is None and not _accumulating_backward_loop(model, call):
                 continue
             acc = model.sole_accelerator_in(model.scope_of(call))
-            yield Finding(call, f"`{model.code(call.func)}()` runs on every gradient-accumulation micro-step, on "
+            what = f"`{model.code(call.func)}()`" if helper is None else \
+                f"`{model.code(call.func)}()`, which clips the gradients (`{helper}`),"
+            evidence = tuple(model.accumulation_evidence(call))
+            if helper is not None:
+                evidence = ((call, f"calls `{helper}` on every call"), *evidence)
+            yield Finding(call, f"{what} runs on every gradient-accumulation micro-step, on "
                                 f"partial gradients (and under fp16 unscales twice before the update); guard it "
                                 f"with `if {acc or 'accelerator'}.sync_gradients:`",
                           fix=guard_statement_fix(model, call, model.accelerator_for_fix(call), "sync_gradients",
                                                   "safe"),
-                          evidence=tuple(model.accumulation_evidence(call)))
-
-
-def _clip_accelerator(model: FileModel, call: cst.Call):
-    """The call is a clip (Accelerate's or torch's): its accelerator expression or None; False if not a clip."""
-    func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in _ACC_CLIPS and model.is_accelerator(func.value):
-        return func.value
-    if (model.index.imports.qualify_expr(func) or "") in _TORCH_CLIPS:
-        return None
-    return False
-
-
-def _requires_sync(model: FileModel, test: cst.BaseExpression, depth: int = 0) -> bool:
-    """``test`` is true only where ``sync_gradients`` is: it mentions it, or it is a flag
-    assigned from such a test (``should_clip = accelerator.sync_gradients and max_norm > 0``),
-    alone or as one part of an ``and``."""
-    if "sync_gradients" in model.code(test):
-        return True
-    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-        return _requires_sync(model, test.left, depth) or _requires_sync(model, test.right, depth)
-    if depth < 3 and type(test) in (cst.Name, cst.Attribute):
-        value = model.value_at(test)
-        origins = value.origins() if value is not None else frozenset()
-        return len(origins) == 1 and isinstance(next(iter(origins)), cst.BaseExpression) \
-            and _requires_sync(model, next(iter(origins)), depth + 1)
-    return False
-
-
-def _under_sync_gradients(model: FileModel, call: cst.Call) -> bool:
-    child: cst.CSTNode = call
-    for parent in model.ancestors(call):
-        if isinstance(parent, cst.If) and child is parent.body and _requires_sync(model, parent.test):
-            return True
-        if isinstance(parent, cst.FunctionDef):
-            return False
-        child = parent
-    return False
+                          evidence=evidence)
 
 
 def _accumulating_backward_loop(model: FileModel, call: cst.Call) -> bool:

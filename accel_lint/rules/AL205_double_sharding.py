@@ -5,7 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import FileModel
-from .base import Finding, Rule
+from .base import Finding, Rule, quote
 
 
 class DoubleSharding(Rule):
@@ -109,7 +109,7 @@ def _per_rank_split(model: FileModel, loader: cst.Call) -> str | None:
     for arg in loader.args:
         if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
             if model.sampler_shards(arg.value):
-                return f"the sampler `{model.code(_origin(model, arg.value))}`"
+                return f"the sampler {quote(model.code(_origin(model, arg.value)), 60)}"
     data = _dataset_of(model, loader)
     if data is None:
         return None

@@ -4,7 +4,9 @@ from collections.abc import Iterable
 
 import libcst as cst
 
+from ..collectives import NOT_OPS
 from ..model import FileModel, last_attr
+from ..model.names import dotted_name
 from .base import Finding, Rule
 
 
@@ -93,8 +95,9 @@ class UseAfterEndTraining(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for end in model.index.calls:
-            if (last_attr(end.func) or "") not in ("end_training", "destroy_process_group") or \
-                    model.op_kind(end) != "END":
+            direct = (last_attr(end.func) or "") in ("end_training", "destroy_process_group") and \
+                model.op_kind(end) == "END"
+            if not direct and not _helper_ends_training(model, end):
                 continue
             statement = model.statement_of(end)
             what = model.code(end.func)
@@ -106,7 +109,23 @@ class UseAfterEndTraining(Rule):
                     yield Finding(call, f"`{model.code(call.func)}()` runs after `{what}()` (line {model.line_of(end)}), which "
                                         f"destroyed the process group: it raises `Default process group has not "
                                         f"been initialized`; move `{what}()` after the last collective",
-                                  evidence=((end, f"`{what}()` destroys the process group here"),))
+                                  evidence=((end, f"`{what}()` destroys the process group here" if direct else
+                                                  f"`{what}()` ends with `end_training()`, which destroys the process "
+                                                  f"group"),))
+
+
+def _helper_ends_training(model: FileModel, call: cst.Call) -> bool:
+    """``call`` runs a function (of this module, or of another of the tree that says so) whose
+    last collective destroys the process group (``def finish(acc): acc.log(...);
+    acc.end_training()``)."""
+    target = model.index.resolve_call(call)
+    if target is not None:
+        performed = model.ops.exported_ops(target)
+    else:
+        name = dotted_name(call.func)
+        performed = model.external.get(name, ()) if name is not None else ()
+    kinds = [kind for kind, _ in performed if kind not in NOT_OPS]
+    return bool(kinds) and kinds[-1] == "END"
 
 
 def _statements_after(model: FileModel, statement: cst.CSTNode):
