@@ -188,12 +188,23 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
             reason = str(exc.message).splitlines()[0] if exc.message else "parser error"
             result.errors.append(FileError(path, f"valid Python that the parser cannot handle ({reason}); skipped"))
             return
+        line, col, message = position
+        recovered = _leave_out_broken_lines(data, line)
         if config.is_enabled("AL001", path):
-            line, col, message = position
+            left_out = "the file was not checked" if recovered is None else (
+                f"{_lines_phrase(recovered[1])} left out of the check")
             result.diagnostics.append(
                 Diagnostic(path, line, col, line, col, "AL001", "syntax-error", "error",
-                           f"syntax error: {message}; the file was not checked")
+                           f"syntax error: {message}; {left_out}")
             )
+        if recovered is None:
+            return
+        # ruff's way: the rest of the file is still checked, as if the broken lines were `pass`
+        # (no line moves); no fix is offered, since a fix would write the stand-in back
+        syntax_error = list(result.diagnostics)
+        _parse_and_analyse(recovered[0], path, config, enabled, result, False, external, incoming)
+        result.diagnostics = sorted(set(syntax_error) | {replace(d, fix=None) for d in result.diagnostics})
+        result.fixes = []
         return
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         result.errors.append(FileError(path, f"cannot decode: {exc} (not UTF-8 and no valid coding cookie); skipped"))
@@ -982,6 +993,47 @@ def _deep_recursion(limit: int = 8000):
         yield
     finally:
         sys.setrecursionlimit(previous)
+
+
+_MOST_BROKEN_LINES = 3
+
+
+def _leave_out_broken_lines(data: bytes, first_line: int) -> tuple[bytes, list[int]] | None:
+    """The file with each line CPython stops at replaced by ``pass`` at its indentation (at most
+    three: ``//print(x)`` left in a script), and those lines; ``None`` when that does not give a
+    file CPython and libcst both parse (an unclosed bracket, a broken block header)."""
+    import libcst as cst
+
+    lines = data.split(b"\n")
+    left_out: list[int] = []
+    line = first_line
+    for _ in range(_MOST_BROKEN_LINES):
+        if not 1 <= line <= len(lines) or line in left_out:
+            return None
+        text = lines[line - 1]
+        indent = text[: len(text) - len(text.lstrip())]
+        lines[line - 1] = indent + b"pass"
+        left_out.append(line)
+        candidate = b"\n".join(lines)
+        try:
+            ast.parse(candidate)
+        except SyntaxError as err:
+            line = err.lineno or 0
+            continue
+        except (ValueError, RecursionError, MemoryError):
+            return None
+        try:
+            cst.parse_module(candidate)
+        except Exception:
+            return None
+        return candidate, left_out
+    return None
+
+
+def _lines_phrase(lines: list[int]) -> str:
+    if len(lines) == 1:
+        return f"line {lines[0]} was"
+    return "lines " + ", ".join(map(str, lines[:-1])) + f" and {lines[-1]} were"
 
 
 def _syntax_error_position(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str] | None:

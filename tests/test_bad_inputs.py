@@ -33,6 +33,47 @@ def test_python2_print_statement_is_a_syntax_error():
     assert codes("from accelerate import Accelerator\nprint 'hello'\n") == [(2, "AL001")]
 
 
+STRAY_LINE = (
+    "import torch\n"
+    "from accelerate import Accelerator\n"
+    "accelerator = Accelerator()\n"
+    "model = accelerator.prepare(torch.nn.Linear(2, 2))\n"
+    "for step in range(3):\n"
+    "    //print(step)\n"
+    "    torch.save(model.state_dict(), 'last.pt')\n"
+    "if accelerator.is_main_process:\n"
+    "    accelerator.wait_for_everyone()\n"
+)
+
+
+def test_a_stray_line_is_left_out_and_the_rest_of_the_file_is_checked():
+    """As ruff does: the line CPython stops at is AL001, and the file is checked as if it were
+    `pass` (no line moves)."""
+    result = lint_source(STRAY_LINE, "x.py", Config())
+    assert [(d.line, d.code) for d in result.diagnostics] == [
+        (6, "AL001"), (7, "AL401"), (7, "AL501"), (9, "AL301")]
+    assert result.diagnostics[0].message == "syntax error: invalid syntax; line 6 was left out of the check"
+    assert all(d.fix is None for d in result.diagnostics)  # a fix would write the stand-in back
+
+
+def test_a_file_with_a_stray_line_is_never_rewritten_by_fix(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(STRAY_LINE)
+    result = CliRunner().invoke(main, ["--no-cache", "--fix", "--unsafe-fixes", str(script)], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert script.read_text() == STRAY_LINE
+    assert "AL001" in result.output and "AL501" in result.output
+
+
+def test_a_broken_block_header_still_stops_the_check_of_its_file():
+    """Leaving out `def f(:` makes its body an unexpected indent: no stand-in parses, and the
+    file is not checked (nothing is guessed)."""
+    broken = TRAIN + "def train(:\n    accelerator.wait_for_everyone()\n"
+    result = lint_source(broken, "x.py", Config())
+    assert [(d.line, d.code) for d in result.diagnostics] == [(5, "AL001")]
+    assert result.diagnostics[0].message.endswith("the file was not checked")
+
+
 def test_utf8_bom_crlf_mixed_endings_and_tabs_still_report_the_right_line():
     assert codes(b"\xef\xbb\xbf" + TRAIN.encode()) == [(4, "AL301")]
     assert codes(TRAIN.replace("\n", "\r\n").encode()) == [(4, "AL301")]

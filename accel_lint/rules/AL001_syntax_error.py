@@ -10,14 +10,17 @@ class SyntaxErrorRule(Rule):
     """A file that does not parse.
 
     ## What it does
-    Reports a Python file that libcst cannot parse, at the position of the error. The
-    engine emits it before any other rule runs (a file that does not parse has no model),
-    so this class carries the rule's metadata and examples; the other files are still
-    checked.
+    Reports a Python file that does not parse, at the position of the error. The engine
+    emits it before any other rule runs, so this class carries the rule's metadata and
+    examples; the other files are still checked. Where replacing the lines the parser stops
+    at (at most three) with `pass` at their indentation gives a file that parses (a stray
+    `//print(x)`), the rest of the file is checked as ruff does, without fixes; the message
+    names the lines left out. Otherwise (an unclosed bracket, a broken `def` header) the
+    file is not checked. In a notebook, the same holds per cell.
 
     ## Why is this bad?
-    Nothing in the file was checked, so its distributed bugs stay hidden; and Python
-    will refuse to run it too.
+    Python will refuse to run the file, and what the check had to leave out stays
+    unchecked.
 
     ## Example
     ```python
@@ -36,7 +39,7 @@ class SyntaxErrorRule(Rule):
     holds_in_one_process = True
     name = "syntax-error"
     severity = "error"
-    summary = "the file does not parse; nothing in it was checked"
+    summary = "the file does not parse; the lines that break it (or the whole file) were not checked"
     VALID = ["from accelerate import Accelerator\naccelerator = Accelerator()\n"]
     INVALID = ["from accelerate import Accelerator\ndef train(:  # expect: AL001\n    pass\n"]
 
