@@ -365,7 +365,8 @@ NOTEBOOK_SIZE_FACTOR = 20  # a notebook's outputs (images) may be large: the siz
 
 # what a script written for several processes uses: it starts them itself, trains (a backward, a
 # library's Trainer), tests its rank, or waits for the other ranks
-_STARTS_PROCESSES = (b"notebook_launcher", b"debug_launcher", b"spawn(", b"start_processes", b"elastic_launch",
+_STARTS_PROCESSES = (b"notebook_launcher", b"notebook_launch(", b"debug_launcher", b"spawn(", b"start_processes",
+                     b"elastic_launch",
                      b"Process(")
 _SEVERAL_PROCESSES = _STARTS_PROCESSES + (
     b".backward(", b"Trainer(", b"is_main_process", b"is_local_main_process", b"get_rank()",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -293,3 +294,22 @@ def test_a_cell_in_the_syntax_of_a_newer_python_is_not_left_out(tmp_path):
          "source": ["def path_of(row):\n", "    return f'/data/{row['id']}.jpg'\n"]}],
         "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     assert json_findings(str(path), "--no-cache")[1] == []
+
+
+def test_a_notebook_that_launches_with_runtime_checks_is_a_program_of_several_processes(tmp_path):
+    """`runtime_checks.notebook_launch(fn)` starts processes as `notebook_launcher` does: the
+    launched function's unguarded write is a race; with no launch the kernel is one process."""
+    def notebook(launch: str) -> str:
+        cells = ["from accelerate import Accelerator\nimport torch\n",
+                 "def train():\n    accelerator = Accelerator()\n"
+                 "    model = accelerator.prepare(torch.nn.Linear(2, 2))\n"
+                 "    torch.save({'step': 1}, 'progress.pt')\n",
+                 launch]
+        return json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                      "source": c} for c in cells],
+                           "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    (tmp_path / "launched.ipynb").write_text(notebook("from runtime_checks import notebook_launch\n"
+                                                      "notebook_launch(train, num_processes=2)\n"))
+    (tmp_path / "kernel.ipynb").write_text(notebook("train()\n"))
+    _, findings = json_findings(str(tmp_path), "--no-cache", "--select", "AL401")
+    assert [(Path(f["path"]).name, f["cell"], f["line"]) for f in findings] == [("launched.ipynb", 2, 4)]
