@@ -281,6 +281,19 @@ GIT_CORPORA = {
     "sotopia-social-rl-ppo": ("sotopia-lab/sotopia-rl", "2ebb14ea4802c4b8cb3def40e9a0f9a0398265c5", None),
     "lkgd-svd-joint-lora": ("caoql98/LKGD", "0eb0ff533db6c2e986c1b70b5aa11ace1d6b26a5", None),
     "beautifulprompt-sft-rm-trainer": ("alibaba/EasyNLP", "a4ee9568fa094f5825346f3acd0d65b15f1e3a95", "examples/BeautifulPrompt/beautiful_prompt"),
+    # batch 23 (2026-11-29, fourteenth session): first contact recorded at 920bb2e, the session's start
+    "rag-retrieval-embedding-reranker": ("NLPJCL/RAG-Retrieval", "4193c8c11efe0119d54d17c1f058f3f8b8047727", None),
+    "chatlm-mini-chinese-pretrain": ("charent/ChatLM-mini-Chinese", "2696eb8d1601188bef57fe39f884463ea8dd7182", None),
+    "ezaudio-text-to-audio-dit": ("haidog-yaqub/EzAudio", "1a5b1e8d403956f417566ac373f745b85831dbde", None),
+    "distill-sd-unet-knowledge-distillation": ("segmind/distill-sd", "c1e97a70d141df09e6fe5cc7dbd66e0cbeae3eeb", None),
+    "audio-diffusion-mel-unet": ("teticio/audio-diffusion", "049614dffd5b089ebea9664aaa668bc5d8d10181", None),
+    "uce-single-cell-embedding-eval": ("snap-stanford/UCE", "8ead6e07af0c80f75653598138bb704e865b45c8", None),
+    "ses-adapter-protein-finetune": ("tyang816/SES-Adapter", "ec5bf619d665435c161493402495f89c95a2e756", None),
+    "eschernet-multiview-novel-view": ("kxhit/EscherNet", "569240f81d729aae413167a898c2af21dc969dd2", None),
+    "trol-vlm-benchmark-eval": ("ByungKwanLee/TroL", "7a71dfb9acf1f5339ce29c30f9e2b07faa7757ca", None),
+    "supervoice-flow-tts": ("ex3ndr/supervoice", "2840683d9ef8ff9075e212199c17d14febecb265", None),
+    "generative-rec-benchmark": ("cynthia-shengjia/Generative-Recommendation-Benchmark", "fbbb1106dd33313d77aaa575dc28e35a7c48ec95", None),
+    "accelerate-asr-conformer": ("sooftware/accelerate-asr", "9ed557186a3534fa66327eeb4b6e927882fd9e60", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
