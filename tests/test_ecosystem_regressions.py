@@ -15,6 +15,24 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # Accuracy counted from an element-wise comparison of two gathers, summed with `+=`: the
+    # comparison keeps one row per sample, so the padding the prepared loader added is counted.
+    "an_accuracy_from_two_gathers_compared_and_summed": ("""
+        import torch
+        from torch.utils.data import DataLoader
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(torch.nn.Linear(2, 2), DataLoader(data, batch_size=8))
+        model.eval()
+        correct = seen = 0
+        for batch in loader:
+            with torch.no_grad():
+                guess = model(batch["x"]).argmax(dim=-1)
+            hits = accelerator.gather(guess) == accelerator.gather(batch["y"])
+            seen += hits.shape[0]
+            correct += hits.long().sum()
+    """, [(12, "AL203"), (12, "AL203")]),
     # A sampler chosen by a conditional expression (the per-rank one where several processes run,
     # none otherwise) in a loader that `prepare` shards again: the path a launch takes shards twice.
     # A helper of the same file that returns such a sampler is the same fact.

@@ -472,6 +472,8 @@ def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool
             value = model.index.parents[parent]
         elif isinstance(parent, (cst.Tuple, cst.List)) and isinstance(model.index.parents.get(parent), cst.Arg):
             value = parent  # `postprocess((gather(p), gather(l)))`
+        elif isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.BinaryOperation)):
+            value = parent  # element-wise: `gather(preds) == gather(labels)` keeps a row per sample
         else:
             break
     if value is not call and _is_accumulation_sink(model, value):
