@@ -56,6 +56,7 @@ class Library:
     keeps_frozen_calls: frozenset[str] = frozenset()
     identity_calls: dict[str, int] = field(default_factory=dict)  # qualified name -> position of what it returns
     loader_classes: frozenset[str] = frozenset()  # DataLoader subclasses beside torch's own
+    attribute_dicts: frozenset[str] = frozenset()  # dicts whose items are also attributes (Munch)
     # scheduler factory -> {position of a positional argument: the horizon parameter it binds}
     scheduler_horizons: dict[str, dict[int, str]] = field(default_factory=dict)
     trackers: frozenset[str] = frozenset()  # calls that log to an experiment tracker
@@ -89,6 +90,7 @@ class Library:
             keeps_frozen_calls=self.keeps_frozen_calls,
             identity_calls=self.identity_calls,
             loader_classes=self.loader_classes | frozenset(rows.get("extend-loader-classes", ())),
+            attribute_dicts=self.attribute_dicts,
             scheduler_horizons=self.scheduler_horizons,
             trackers=self.trackers,
             tracker_starts=self.tracker_starts,
@@ -126,6 +128,7 @@ def default_library() -> Library:
         keeps_frozen_calls=frozenset(data.get("keeps-frozen", {}).get("calls", ())),
         identity_calls=dict(data.get("identity-calls", {})),
         loader_classes=frozenset(data.get("loader-classes", {}).get("classes", ())),
+        attribute_dicts=frozenset(data.get("attribute-dicts", {}).get("classes", ())),
         scheduler_horizons={name: {int(position): parameter for position, parameter in row.items()}
                             for name, row in data.get("scheduler-horizons", {}).items()},
         trackers=frozenset(data.get("trackers", {})),

@@ -689,3 +689,48 @@ def test_a_helper_that_clips_with_whatever_it_is_given_is_silent_when_no_acceler
     (tmp_path / "train.py").write_text(LOOP.format(clip_owner="make_clipper()"))
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert sorted((f["line"], f["code"]) for f in found) == [(8, "AL205"), (18, "AL306")]
+
+
+NETS = """\
+import torch
+from munch import Munch
+
+
+class Generator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def build_nets():
+    return Munch(gen=Generator(), disc=Generator())
+"""
+
+TRAIN_NETS = """\
+import torch
+from accelerate import Accelerator
+from nets import build_nets
+
+accelerator = Accelerator()
+nets = build_nets()
+for key in nets:
+    nets[key] = accelerator.prepare(nets[key])
+for batch in range(3):
+    accelerator.backward(nets.disc(nets.gen(batch)).sum())
+if accelerator.is_main_process:
+    torch.save({key: nets[key].state_dict() for key in nets}, "nets.pt")
+    print(nets.gen.body)
+"""
+
+
+def test_a_dict_of_modules_made_in_another_module_and_prepared_item_by_item(tmp_path: Path):
+    """`build_nets()` of another module returns a Munch of its own module classes: a dict of
+    models, whose items a loop prepares one by one; each item is then a prepared model, read by
+    key or as an attribute."""
+    (tmp_path / "nets.py").write_text(NETS)
+    (tmp_path / "train.py").write_text(TRAIN_NETS)
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert sorted((f["line"], f["code"]) for f in found) == [(12, "AL302"), (12, "AL501"), (13, "AL501")]

@@ -15,6 +15,27 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A dict of modules, each item replaced by its prepared self in a loop over the dict: after the
+    # loop every item is a prepared model, read by key or (for a Munch) as an attribute. The dict
+    # itself is no model: reading an item as an attribute is no wrapper attribute.
+    "a_dict_of_modules_prepared_item_by_item": ("""
+        import torch
+        from munch import Munch
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        nets = Munch(gen=torch.nn.Linear(4, 4), disc=torch.nn.Linear(4, 1))
+        parts = dict(head=torch.nn.Linear(4, 2))
+        for name in nets:
+            nets[name] = accelerator.prepare(nets[name])
+        for name, _ in parts.items():
+            parts[name] = accelerator.prepare(parts[name])
+        for batch in range(3):
+            accelerator.backward(nets.disc(nets.gen(batch)).sum())
+            torch.nn.utils.clip_grad_norm_(nets.gen.parameters(), 1.0)
+        if accelerator.is_main_process:
+            torch.save({"gen": nets.gen.state_dict(), "head": parts["head"].weight}, "nets.pt")
+    """, [(14, "AL103"), (16, "AL302"), (16, "AL501"), (16, "AL501")]),
     # Accuracy counted from an element-wise comparison of two gathers, summed with `+=`: the
     # comparison keeps one row per sample, so the padding the prepared loader added is counted.
     "an_accuracy_from_two_gathers_compared_and_summed": ("""

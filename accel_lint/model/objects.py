@@ -84,6 +84,8 @@ class Value:
     elements: tuple | None = None
     # a dict display with constant keys (`return {"model": model, "steps": n}`): (key, value) pairs
     items: tuple | None = None
+    # a dict whose items are read as attributes too (`nets = Munch(gen=G())`: `nets.gen`)
+    attribute_items: bool = False
 
     def origins(self) -> frozenset:
         """Every creation expression this value may hold."""
@@ -122,6 +124,7 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         elements=tuple(merge(x, y) for x, y in zip(a.elements, b.elements))
         if a.elements is not None and b.elements is not None and len(a.elements) == len(b.elements) else None,
         items=_merge_items(a.items, b.items),
+        attribute_items=a.attribute_items and b.attribute_items,
     )
 
 
@@ -180,6 +183,42 @@ def item_key(expr: cst.BaseExpression) -> str | None:
 def _item_name(expr: cst.Subscript) -> object:
     """The constant key of ``loaders["val"]`` (``item_key`` has made sure there is one)."""
     return expr.slice[0].slice.value.evaluated_value
+
+
+def _item_prepare_loop(loop: cst.For) -> tuple[str, cst.Call] | None:
+    """``for k in X:`` (or ``X.keys()``, or ``for k, _ in X.items():``) whose body, outside any
+    condition, assigns ``X[k] = <acc>.prepare(X[k])``: the name of ``X`` and the prepare call."""
+    target, iterated = loop.target, loop.iter
+    if isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute) and not iterated.args \
+            and iterated.func.attr.value in ("keys", "items"):
+        if iterated.func.attr.value == "items":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return None
+            target = target.elements[0].value
+        iterated = iterated.func.value
+    base = dotted_name(iterated)
+    if base is None or not isinstance(target, cst.Name):
+        return None
+    for statement in loop.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                continue
+            stored, value = small.targets[0].target, small.value
+            if not (_subscript_of(stored, base, target.value) and isinstance(value, cst.Call)
+                    and isinstance(value.func, cst.Attribute) and value.func.attr.value == "prepare"
+                    and len(value.args) == 1 and _subscript_of(value.args[0].value, base, target.value)):
+                continue
+            return base, value
+    return None
+
+
+def _subscript_of(expr: cst.BaseExpression, base: str, key: str) -> bool:
+    """``expr`` is ``<base>[<key>]`` with ``key`` a name."""
+    return type(expr) is cst.Subscript and len(expr.slice) == 1 and dotted_name(expr.value) == base \
+        and type(expr.slice[0].slice) is cst.Index and type(expr.slice[0].slice.value) is cst.Name \
+        and expr.slice[0].slice.value.value == key
 
 
 def _forget_items(base: str | None, env: Env) -> None:
@@ -842,6 +881,8 @@ class ObjectTracker:
             v = self.lookup(key, env, self._scope)
             if _unknown(v) and self._used_as_accelerator(expr):
                 return Value(is_acc=True, origin=expr)
+            if v is None and isinstance(expr, cst.Attribute):
+                v = self._attribute_item(expr, env)
             if v is None and isinstance(expr, cst.Attribute) and expr.attr.value == "state":
                 base = self.value_of(expr.value, env)
                 if base is not None and base.is_acc:
@@ -956,6 +997,45 @@ class ObjectTracker:
             return None
         return replace(joined, container=True, origin=None, alternatives=joined.origins(), items=items)
 
+    def _attribute_item(self, expr: cst.Attribute, env: Env) -> Value | None:
+        """``nets.gen`` of ``nets = Munch(gen=G(), disc=D())``: an item, read as an attribute."""
+        base = self.value_of(expr.value, env)
+        if base is None or not base.attribute_items:
+            return None
+        known = item_of(base, expr.attr.value)
+        if known is not None or not base.container:
+            return known
+        return replace(base, container=False, items=None, attribute_items=False)
+
+    def _keyword_dict(self, call: cst.Call) -> str | None:
+        """``"attributes"`` for ``Munch(gen=G(), ...)`` (a class of the library table's
+        ``attribute-dicts``), ``"keys"`` for ``dict(gen=G(), ...)``, both from keyword arguments
+        only; ``None`` for any other call."""
+        if not call.args or any(a.keyword is None or a.star for a in call.args):
+            return None
+        qualified = self.index.imports.qualify_expr(call.func) or ""
+        if qualified in self.library.attribute_dicts:
+            return "attributes"
+        if type(call.func) is cst.Name and call.func.value == "dict" and "dict" not in self.index.classes \
+                and self.index.resolve_function_name("dict", self.index.scope_of(call)) is None:
+            return "keys"
+        return None
+
+    def _keyword_dict_value(self, call: cst.Call, made: str, env: Env) -> Value | None:
+        """What ``_dict_value`` knows of a dict display, for a dict made from keyword arguments."""
+        items = tuple((a.keyword.value, v) for a in call.args
+                      if (v := self.value_of(a.value, env)) is not None
+                      and (v.kind is not None or v.is_acc or v.prepared != NO)) or None
+        joined: Value | None = None
+        for arg in call.args:
+            value = self.value_of(arg.value, env)
+            if value is None or value.kind is None or value.is_acc or value.container or \
+                    (joined is not None and joined.kind != value.kind):
+                return Value(origin=call, items=items, attribute_items=made == "attributes") if items else None
+            joined = value if joined is None else merge(joined, value)
+        return replace(joined, container=True, origin=None, alternatives=joined.origins(), items=items,
+                       attribute_items=made == "attributes")
+
     def _display_items(self, expr: cst.Dict, env: Env) -> tuple | None:
         """(key, value) for each item of a dict display under a constant string key whose value
         the model knows as an object (``{"model": model, "lr": 1e-4}``: only ``model``)."""
@@ -1019,10 +1099,17 @@ class ObjectTracker:
                 return returned
         name = dotted_name(func) or ""
         short = name.split(".")[-1]
+        made = self._keyword_dict(call)
+        if made is not None:
+            return self._keyword_dict_value(call, made, env)
         if self.iterated_parameters(call):
             return Value(kind=COMPOSITE, origin=call)
         if name in self.returned_kinds:  # made by a function or class of another module of the tree
-            return Value(kind=self.returned_kinds[name], origin=call)
+            holder, _, kind = self.returned_kinds[name].rpartition(":")
+            if holder:  # a dict of such objects (its items read as attributes too, for a Munch)
+                return Value(kind=kind, origin=None, alternatives=frozenset({call}), container=True,
+                             attribute_items=holder == "attribute-dict")
+            return Value(kind=kind, origin=call)
         known = self._constructor_kind(call)
         if known is not None:
             return Value(kind=known, origin=call)
@@ -1048,8 +1135,12 @@ class ObjectTracker:
         for name, fn in self.index.module_functions.items():
             returned = _passed_on(self.summaries[fn].returns)
             if returned is not None and returned.kind in _OBJECT_KINDS and returned.prepared == NO \
-                    and not returned.is_acc and returned.elements is None and not returned.container:
-                found[name] = returned.kind
+                    and not returned.is_acc and returned.elements is None:
+                if not returned.container:
+                    found[name] = returned.kind
+                elif returned.items is not None or returned.attribute_items:
+                    # `def build_model(): return Munch(gen=G(), disc=D())`: a dict of such objects
+                    found[name] = ("attribute-dict:" if returned.attribute_items else "dict:") + returned.kind
         for name, cls in self.index.classes.items():
             if cls.node in self.index.module.body and any("Module" in b or b.endswith("Model") for b in cls.bases) \
                     and self._may_hold_parameters(cls):
@@ -1262,9 +1353,16 @@ class ObjectTracker:
                 held = self.lookup(item, env, self._scope) if item is not None else None
                 if held is None and item is not None:
                     held = item_of(self.lookup(key, env, self._scope), _item_name(holder))
+                if held is None and item is None:
+                    whole = self.lookup(key, env, self._scope)
+                    if whole is not None and whole.container and whole.kind is not None:
+                        # `nets[k]` of a dict of modules: any of them
+                        held = replace(whole, container=False, items=None, attribute_items=False)
                 if held is not None:
                     self._current.values[holder] = held
             v = self.lookup(key, env, self._scope)
+            if v is None and type(expr) is cst.Attribute:
+                v = self._attribute_item(expr, env)
             if _unknown(v) and self._used_as_accelerator(expr) and not self.is_binding(expr):
                 v = Value(is_acc=True, origin=expr)
             if v is not None:
@@ -1482,6 +1580,12 @@ class ObjectTracker:
             self._bind(target, self.value_of(value_expr, env) or Value(origin=value_expr), env)
             if isinstance(value_expr, cst.Dict):
                 self._bind_items(target, value_expr, env)
+            elif isinstance(value_expr, cst.Call) and self._keyword_dict(value_expr) is not None:
+                base = dotted_name(target)
+                held = env.get(base) if base is not None else None
+                for key, item in (held.items or ()) if held is not None else ():
+                    if item.kind is not None:
+                        self._bind_item(base, key, item, env)
             elif isinstance(value_expr, cst.DictComp):
                 self._bind_comprehension_items(target, value_expr, env)
 
@@ -1611,6 +1715,8 @@ class ObjectTracker:
                     self._loop_exits[-1][0].append(state)
                     continue
                 out = _merge_envs(out, state) or out
+            if isinstance(stmt, cst.For):
+                self._prepare_every_item(stmt, env, out)
             frozen = _freezes_every_parameter(stmt)
             if frozen is not None and frozen in out and out[frozen] is not None:
                 out[frozen] = replace(out[frozen], frozen=True)
@@ -1664,6 +1770,34 @@ class ObjectTracker:
                             b = dict(b)
                             b[key] = held
         return _merge_envs(a, b)
+
+    def _prepare_every_item(self, loop: cst.For, before: Env, out: Env) -> None:
+        """``for k in nets: nets[k] = accelerator.prepare(nets[k])`` (also over ``nets.keys()`` or
+        ``nets.items()``): the loop replaces every item of the container by its prepared self, so
+        after it each item is prepared (not merely maybe, as a loop that may run no pass leaves
+        it), those known by key included."""
+        found = _item_prepare_loop(loop)
+        if found is None:
+            return
+        base, call = found
+        owner = self.value_of(call.func.value, before)
+        held = before.get(base)
+        if owner is None or not owner.is_acc or held is None:
+            return
+        def prepared(value: Value | None) -> Value | None:
+            if value is None or value.kind not in WRAPPED_KINDS or value.is_acc:
+                return None
+            return replace(value, prepared=YES, prepared_at=call)
+        if held.container:
+            whole = prepared(replace(held, container=False, items=None))
+            if whole is None:
+                return
+            out[base] = replace(whole, container=True, items=tuple(
+                (key, prepared(v) or Value()) for key, v in held.items) if held.items else None)
+        for key in [k for k in before if k.startswith(base + "[")]:
+            out[key] = prepared(before[key]) or Value()
+        for key, item in (held.items or ()) if held.attribute_items else ():
+            out[f"{base}.{key}"] = prepared(item) or Value()  # `nets.gen` of a Munch
 
     def _breaks_out_after(self, loop: cst.CSTNode) -> tuple[str, bool] | None:
         """For a loop followed by ``if stop: break`` (or ``if not go_on: break``): the flag and

@@ -320,7 +320,7 @@ class Runner:
             node = model.index.parents.get(base_node)
             if not isinstance(node, cst.Attribute) or node.value is not base_node:
                 continue
-            if base is None or base.prepared != YES or base.kind != "model" or base.not_wrapped:
+            if base is None or base.prepared != YES or base.kind != "model" or base.not_wrapped or base.container:
                 continue
             attr = node.attr.value
             if attr in _MODULE_API or attr.startswith("__"):
