@@ -189,10 +189,10 @@ def _parse_and_analyse(data: bytes, path: str, config: Config, enabled: list[typ
             result.errors.append(FileError(path, f"valid Python that the parser cannot handle ({reason}); skipped"))
             return
         line, col, message = position
-        recovered = _leave_out_broken_lines(data, line)
+        recovered = _leave_out_broken_lines(data, line, message)
         if config.is_enabled("AL001", path):
             left_out = "the file was not checked" if recovered is None else (
-                f"{_lines_phrase(recovered[1])} left out of the check")
+                "the rest was checked reading " + ", ".join(recovered[1]))
             result.diagnostics.append(
                 Diagnostic(path, line, col, line, col, "AL001", "syntax-error", "error",
                            f"syntax error: {message}; {left_out}")
@@ -999,27 +999,46 @@ def _deep_recursion(limit: int = 8000):
 _MOST_BROKEN_LINES = 3
 
 
-def _leave_out_broken_lines(data: bytes, first_line: int) -> tuple[bytes, list[int]] | None:
-    """The file with each line CPython stops at replaced by ``pass`` at its indentation (at most
-    three: ``//print(x)`` left in a script), and those lines; ``None`` when that does not give a
-    file CPython and libcst both parse (an unclosed bracket, a broken block header)."""
+def _stand_in(lines: list[bytes], line: int, message: str) -> tuple[bytes, str]:
+    """What line ``line`` (1-based) is checked as, and how the message says so: a block header
+    that lacks its colon gets one; a line indented to no enclosing level (or where no indent was
+    due) gets the nearest level of the lines before it; any other line is ``pass`` at its
+    indentation."""
+    text = lines[line - 1].rstrip(b"\r")
+    indent = text[: len(text) - len(text.lstrip())]
+    if message == "expected ':'" and b"#" not in text and not text.rstrip().endswith(b":"):
+        return text.rstrip() + b":", f"line {line} as if it ended with ':'"
+    if message in ("unindent does not match any outer indentation level", "unexpected indent"):
+        levels = {len(t) - len(t.lstrip()) for t in (l.rstrip(b"\r") for l in lines[: line - 1]) if t.strip()
+                  and not t.lstrip().startswith(b"#")}
+        if levels and b"\t" not in indent:
+            width = min(sorted(levels), key=lambda level: (abs(level - len(indent)), level))
+            return b" " * width + text.lstrip(), f"line {line} as if indented by {width}"
+    return indent + b"pass", f"line {line} as `pass`"
+
+
+def _leave_out_broken_lines(data: bytes, first_line: int, first_message: str) -> tuple[bytes, list[str]] | None:
+    """The file with each line CPython stops at replaced by a stand-in (``_stand_in``; at most
+    three: ``//print(x)`` left in a script, an ``if`` without its colon), and how each was read;
+    ``None`` when that does not give a file CPython and libcst both parse (an unclosed bracket,
+    a broken ``def`` header)."""
     import libcst as cst
 
     lines = data.split(b"\n")
-    left_out: list[int] = []
-    line = first_line
+    read_as: list[str] = []
+    done: set[int] = set()
+    line, message = first_line, first_message
     for _ in range(_MOST_BROKEN_LINES):
-        if not 1 <= line <= len(lines) or line in left_out:
+        if not 1 <= line <= len(lines) or line in done:
             return None
-        text = lines[line - 1]
-        indent = text[: len(text) - len(text.lstrip())]
-        lines[line - 1] = indent + b"pass"
-        left_out.append(line)
+        lines[line - 1], how = _stand_in(lines, line, message)
+        done.add(line)
+        read_as.append(how)
         candidate = b"\n".join(lines)
         try:
             ast.parse(candidate)
         except SyntaxError as err:
-            line = err.lineno or 0
+            line, message = err.lineno or 0, err.msg
             continue
         except (ValueError, RecursionError, MemoryError):
             return None
@@ -1027,14 +1046,8 @@ def _leave_out_broken_lines(data: bytes, first_line: int) -> tuple[bytes, list[i
             cst.parse_module(candidate)
         except Exception:
             return None
-        return candidate, left_out
+        return candidate, read_as
     return None
-
-
-def _lines_phrase(lines: list[int]) -> str:
-    if len(lines) == 1:
-        return f"line {lines[0]} was"
-    return "lines " + ", ".join(map(str, lines[:-1])) + f" and {lines[-1]} were"
 
 
 def _syntax_error_position(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str] | None:

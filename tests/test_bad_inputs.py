@@ -52,8 +52,24 @@ def test_a_stray_line_is_left_out_and_the_rest_of_the_file_is_checked():
     result = lint_source(STRAY_LINE, "x.py", Config())
     assert [(d.line, d.code) for d in result.diagnostics] == [
         (6, "AL001"), (7, "AL401"), (7, "AL501"), (9, "AL301")]
-    assert result.diagnostics[0].message == "syntax error: invalid syntax; line 6 was left out of the check"
+    assert result.diagnostics[0].message == "syntax error: invalid syntax; the rest was checked reading line 6 as `pass`"
     assert all(d.fix is None for d in result.diagnostics)  # a fix would write the stand-in back
+
+
+def test_a_block_header_without_its_colon_or_a_line_indented_to_no_level_is_read_as_meant():
+    """`if flag` without its colon is read with the colon; a line indented to no enclosing level
+    is read at the nearest one: the block's body is checked where it belongs."""
+    no_colon = STRAY_LINE.replace("    //print(step)\n", "    if step\n        print(step)\n")
+    result = lint_source(no_colon, "x.py", Config())
+    assert [(d.line, d.code) for d in result.diagnostics] == [
+        (6, "AL001"), (7, "AL403"), (8, "AL401"), (8, "AL501"), (10, "AL301")]
+    assert result.diagnostics[0].message.endswith("reading line 6 as if it ended with ':'")
+    misindented = STRAY_LINE.replace("    //print(step)\n", "").replace(
+        "if accelerator.is_main_process:", " if accelerator.is_main_process:")
+    result = lint_source(misindented, "x.py", Config())
+    assert sorted((d.line, d.code) for d in result.diagnostics) == [
+        (6, "AL401"), (6, "AL501"), (7, "AL001"), (8, "AL301")]
+    assert "as if indented by 0" in next(d.message for d in result.diagnostics if d.code == "AL001")
 
 
 def test_a_file_with_a_stray_line_is_never_rewritten_by_fix(tmp_path):

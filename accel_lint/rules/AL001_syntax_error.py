@@ -12,11 +12,13 @@ class SyntaxErrorRule(Rule):
     ## What it does
     Reports a Python file that does not parse, at the position of the error. The engine
     emits it before any other rule runs, so this class carries the rule's metadata and
-    examples; the other files are still checked. Where replacing the lines the parser stops
-    at (at most three) with `pass` at their indentation gives a file that parses (a stray
-    `//print(x)`), the rest of the file is checked as ruff does, without fixes; the message
-    names the lines left out. Otherwise (an unclosed bracket, a broken `def` header) the
-    file is not checked. In a notebook, the same holds per cell.
+    examples; the other files are still checked. Where reading the lines the parser stops at
+    (at most three) as meant gives a file that parses, the rest of the file is checked as ruff
+    does, without fixes, and the message says how each line was read: a block header without
+    its colon with one, a line indented to no enclosing level at the nearest one, any other
+    line (a stray `//print(x)`) as `pass`. Otherwise (an unclosed bracket, a broken `def`
+    header) the file is not checked. In a notebook, each cell is compiled on its own and a
+    cell that does not is left out.
 
     ## Why is this bad?
     Python will refuse to run the file, and what the check had to leave out stays
