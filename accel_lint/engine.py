@@ -858,6 +858,9 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
         for level, module, name, passed in r.passes:
             if not level and module.partition(".")[0] not in local_names:
                 continue
+            if "@guard" in passed:  # the guard's line, in the caller's file
+                line, _, test = passed["@guard"].partition("|")
+                passed = {**passed, "@guard": f"{os.path.relpath(path)}:{line}|{test}"}
             for candidate in _module_files(here, level, module):
                 if candidate in linted:
                     found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
@@ -874,8 +877,13 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
             guarded = "@called" in passed and "@unguarded" not in passed
             passed.pop("@called", None)
             passed.pop("@unguarded", None)
+            where = passed.pop("@guard", None)
             if guarded and path in every_rank_findings:
                 passed["@guarded"] = "yes"
+            if guarded and where is not None and "model" in passed.values():
+                # a prepared model handed to a helper every caller guards: its forward there is
+                # rank-gated (AL305), which only the callers' guard explains
+                passed["@guarded"] = where
             if not passed:
                 del functions[name]
     return {path: functions for path, functions in found.items() if functions}

@@ -4,6 +4,8 @@ where a script binds its result, read from that module even when it never mentio
 from __future__ import annotations
 
 import textwrap
+
+import pytest
 from pathlib import Path
 
 from conftest import json_findings
@@ -734,3 +736,47 @@ def test_a_dict_of_modules_made_in_another_module_and_prepared_item_by_item(tmp_
     (tmp_path / "train.py").write_text(TRAIN_NETS)
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert sorted((f["line"], f["code"]) for f in found) == [(12, "AL302"), (12, "AL501"), (13, "AL501")]
+
+
+VISUALIZE = """\
+import torch
+
+
+def show_samples(model, loader):
+    model.eval()
+    with torch.no_grad():
+        for batch in loader:
+            return model(batch)
+"""
+
+TRAIN_VISUALIZE = """\
+import torch
+from torch.utils.data import DataLoader
+from accelerate import Accelerator
+from visualize import show_samples
+
+accelerator = Accelerator()
+model = torch.nn.BatchNorm1d(4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data, batch_size=4))
+for epoch in range(3):
+    for batch in loader:
+        accelerator.backward(model(batch).sum())
+        optimizer.step()
+    if {guard}:
+        show_samples(model, loader)
+"""
+
+
+@pytest.mark.parametrize("guard,expected", [("accelerator.is_main_process", [("visualize.py", 8, "AL305")]),
+                                            ("epoch % 2 == 0", [])])
+def test_a_helper_of_another_module_called_under_a_rank_guard_with_the_prepared_model(tmp_path: Path, guard, expected):
+    """The helper forwards the prepared model it is handed; every caller runs it only on the main
+    process, so its forward is rank-gated (AL305, explained by the caller's guard). Called on
+    every rank, it is not."""
+    (tmp_path / "visualize.py").write_text(VISUALIZE)
+    (tmp_path / "train.py").write_text(TRAIN_VISUALIZE.format(guard=guard))
+    _, found = json_findings("--no-cache", "--show-evidence", ".", cwd=tmp_path)
+    assert [(f["path"], f["line"], f["code"]) for f in found] == expected
+    if expected:
+        assert "under `accelerator.is_main_process` (train.py:14)" in found[0]["message"]

@@ -930,7 +930,7 @@ class FileModel:
 
     # keys of a prepared_arguments() entry that are not parameters: every call of the function
     # from this file, and the calls that run on every rank
-    CALLED, UNGUARDED = "@called", "@unguarded"
+    CALLED, UNGUARDED, GUARDED_BY = "@called", "@unguarded", "@guard"
 
     def prepared_arguments(self) -> list[tuple[int, str, str, dict[str, str]]]:
         """Calls to functions imported from other modules (``from m import f; f(...)`` or
@@ -952,8 +952,11 @@ class FileModel:
             else:
                 continue
             passed = {self.CALLED: "yes"}
-            if self.rank_guard_of(call) is None and self.runs_on_every_rank(self.index.scope_of(call)):
+            guard = self.rank_guard_of(call)
+            if guard is None and self.runs_on_every_rank(self.index.scope_of(call)):
                 passed[self.UNGUARDED] = "yes"
+            elif guard is not None:  # where, for a finding in the helper that only its callers' guard explains
+                passed[self.GUARDED_BY] = f"{self.line_of(guard.node)}|{shorten(self.code(guard.condition))}"
             for position, arg in enumerate(call.args):
                 if arg.star:
                     break
@@ -1567,6 +1570,10 @@ class FileModel:
             return []
         condition = guard.condition
         text = shorten(self.code(condition))
+        if guard.how.startswith("callers:"):
+            where, _, test = guard.how.removeprefix("callers:").partition("|")
+            return [(guard.node, f"every caller in the other modules of the tree calls it under `{test}` ({where}), "
+                                 f"which differs between ranks")]
         if guard.how == "main-only-loop":
             return [(guard.node, f"runs only in a loop over `{text}`, a list that only the main process fills "
                                  f"(init_trackers is main-only)")]
@@ -1757,6 +1764,18 @@ class FileModel:
         if info.class_name is None and "@guarded" in self.incoming.get(info.qualname, {}):
             return False  # every caller in the other modules of the tree calls it under a rank guard
         return scope in self._scopes_using_an_accelerator
+
+    def callers_guard(self, scope: ScopeNode) -> Guard | None:
+        """For a module function that every caller in the other modules of the tree calls under a
+        rank guard: that guard, as a ``Guard`` on the function (``how="callers"``, the condition
+        quoting the caller's file, line and test); ``None`` otherwise."""
+        if not isinstance(scope, cst.FunctionDef):
+            return None
+        info = self.index.functions[scope]
+        where = self.incoming.get(info.qualname, {}).get("@guarded") if info.class_name is None else None
+        if not where or where == "yes" or self.ops.call_sites(scope):
+            return None
+        return Guard(scope, cst.Name("_"), "callers:" + where)
 
     def constructions_of(self, scope: ScopeNode) -> list[cst.Call]:
         """For a class's ``__init__``: the calls of this file that construct the class (``Tracker(out)``

@@ -117,7 +117,7 @@ class RankGatedForward(Rule):
             target, unwrapped = _forward_target(model, call)
             if target is None:
                 continue
-            guard = model.rank_guard_of(call)
+            guard = model.rank_guard_of(call) or model.callers_guard(model.scope_of(call))
             if guard is None:
                 continue
             name = model.code(target)
