@@ -15,6 +15,46 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # Accumulation by hand: the clip sits with the optimizer step under `(step + 1) % ga == 0`, so
+    # it runs once per update on the accumulated gradients. Inside `accumulate()` a clip under a
+    # test of its own (every tenth step) still runs on partial gradients.
+    "a_clip_under_the_same_test_as_the_optimizer_step": ("""
+        import torch
+        from torch.utils.data import DataLoader
+        from accelerate import Accelerator
+
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.AdamW(model.parameters())
+        model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data))
+        for step, batch in enumerate(loader):
+            accelerator.backward(model(batch).sum())
+            if (step + 1) % 4 == 0:
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+        for step, batch in enumerate(loader):
+            with accelerator.accumulate(model):
+                accelerator.backward(model(batch).sum())
+                if step % 10 == 0:
+                    accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+    """, [(18, "AL104")]),
+    # The script picks the wrapper or the bare model by a flag of its own (`--multi_gpu`): which
+    # arm a launch takes is unknown, so neither `.module` nor the plain read is reported; a
+    # `.module` read with no such choice still is.
+    "a_flag_of_the_script_chooses_between_the_wrapper_and_the_bare_model": ("""
+        import torch
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(torch.nn.Linear(2, 2))
+        if args.multi_gpu:
+            weight = model.module.weight
+        else:
+            weight = model.weight
+        bias = model.module.bias if args.ddp else model.bias
+        again = model.module.bias
+    """, [(11, "AL501")]),
     # A dict of modules, each item replaced by its prepared self in a loop over the dict: after the
     # loop every item is a prepared model, read by key or (for a Munch) as an attribute. The dict
     # itself is no model: reading an item as an attribute is no wrapper attribute.

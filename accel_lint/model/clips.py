@@ -40,15 +40,30 @@ def requires_sync(model, test: cst.BaseExpression, depth: int = 0) -> bool:
 
 
 def under_sync_gradients(model, call: cst.Call) -> bool:
+    """The clip runs only where the gradients are synced: under a test on ``sync_gradients``, or
+    in the branch of an ``if`` that also steps an optimizer (``if (step + 1) % ga == 0: clip;
+    optimizer.step()``: once per update, on the accumulated gradients)."""
     child: cst.CSTNode = call
     for parent in model.ancestors(call):
-        if isinstance(parent, cst.If) and child is parent.body and requires_sync(model, parent.test):
+        if isinstance(parent, cst.If) and child is parent.body and (
+                requires_sync(model, parent.test) or _steps_an_optimizer(model, parent.body)):
             return True
         if isinstance(parent, cst.FunctionDef):
             return False
         child = parent
     return False
 
+
+
+def _steps_an_optimizer(model, block: cst.CSTNode) -> bool:
+    """``block`` calls ``.step()`` of an object the model knows as an optimizer."""
+    for inner in model.calls_in(block):
+        func = inner.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "step":
+            value = model.value_at(func.value)
+            if value is not None and value.kind == "optimizer":
+                return True
+    return False
 
 
 def helper_clip(model, fn: cst.FunctionDef, depth: int = 0) -> str | None:

@@ -333,6 +333,8 @@ class Runner:
                 continue
             if _attested(model, node):
                 continue  # `hasattr(m, "config") and m.config...`: the script checked for it
+            if _branch_picks_the_wrapper(model, node):
+                continue  # `if args.multi_gpu: m.module.x else: m.x`: the script's own flag decides (unknown)
             if attr == "state_dict" and _in_fsdp_state_dict_context(model, node):
                 continue  # FSDP's own way to a full, unprefixed state dict (every rank takes part)
             if attr == "_orig_mod" and model.compiled_at(node):
@@ -350,6 +352,8 @@ class Runner:
                                         f"forward it to the model, FSDP2 adds no wrapper)")
             if attr == "state_dict":
                 fix = f"`{acc}.get_state_dict({name})`"
+            elif attr == "module":
+                fix = f"`{acc}.unwrap_model({name})`"
             else:
                 fix = f"`{acc}.unwrap_model({name}).{attr}`"
             yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
@@ -464,6 +468,34 @@ def _checks_for(test: cst.BaseExpression, base: str, attr: str) -> bool:
     return (type(test) is cst.Call and dotted_name(test.func) == "hasattr" and len(test.args) == 2
             and dotted_name(test.args[0].value) == base and type(test.args[1].value) is cst.SimpleString
             and test.args[1].value.evaluated_value == attr)
+
+
+def _branch_picks_the_wrapper(model: FileModel, node: cst.Attribute) -> bool:
+    """``m.module.x`` in one arm of an ``if`` whose other arm reads ``m.x`` (or the reverse): the
+    script chooses between the wrapper and the bare model by a test of its own (a launch flag),
+    which the model cannot match to the launch: unknown, so no finding."""
+    base = dotted_name(node.value)
+    if base is None:
+        return False
+    if node.attr.value == "module":
+        outer = model.index.parents.get(node)
+        if not isinstance(outer, cst.Attribute) or outer.value is not node:
+            return False
+        wanted, attr = base, outer.attr.value
+    elif base.endswith(".module"):
+        return False
+    else:
+        wanted, attr = base + ".module", node.attr.value
+    child: cst.CSTNode = node
+    for parent in model.ancestors(node):
+        if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return False
+        if type(parent) in (cst.If, cst.IfExp) and child is not parent.test and parent.orelse is not None:
+            other = parent.orelse if child is parent.body else parent.body
+            return any(type(n) is cst.Attribute and n.attr.value == attr and dotted_name(n.value) == wanted
+                       for n in model.index.walk(other))
+        child = parent
+    return False
 
 
 def _attested(model: FileModel, node: cst.Attribute) -> bool:
