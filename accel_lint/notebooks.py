@@ -261,7 +261,7 @@ def launched_lines(module: str) -> set[int]:
     pending: list[ast.AST] = []
     for node in ast.walk(tree):
         target = _launch_target(node) if isinstance(node, ast.Call) else None
-        if target is None:
+        if target is None or _one_process(node):
             continue
         resolved = isinstance(target, ast.Lambda) or (isinstance(target, ast.Name) and target.id in definitions)
         if not resolved:
@@ -294,6 +294,16 @@ def _launch_target(call: ast.Call) -> ast.expr | None:
     while isinstance(target, ast.Call) and _called_name(target) == "partial" and target.args:
         target = target.args[0]
     return target
+
+
+def _one_process(call: ast.Call) -> bool:
+    """A launch of one process, by a literal: ``notebook_launcher(fn, args, num_processes=1)``
+    (or its third positional argument), ``mp.spawn(fn, nprocs=1)``. That function runs in one
+    process, as the kernel's own code does."""
+    count = next((k.value for k in call.keywords if k.arg in ("num_processes", "nprocs")), None)
+    if count is None and _called_name(call) in ("notebook_launcher", "notebook_launch") and len(call.args) >= 3:
+        count = call.args[2]
+    return isinstance(count, ast.Constant) and count.value == 1
 
 
 def _called_name(call: ast.Call) -> str | None:

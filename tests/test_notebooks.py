@@ -311,5 +311,9 @@ def test_a_notebook_that_launches_with_runtime_checks_is_a_program_of_several_pr
     (tmp_path / "launched.ipynb").write_text(notebook("from runtime_checks import notebook_launch\n"
                                                       "notebook_launch(train, num_processes=2)\n"))
     (tmp_path / "kernel.ipynb").write_text(notebook("train()\n"))
+    # a launch of one process, by a literal, runs the function in one process too
+    (tmp_path / "one.ipynb").write_text(notebook("from accelerate import notebook_launcher\n"
+                                                 "notebook_launcher(train, (), 1)\n"
+                                                 "notebook_launcher(train, num_processes=1)\n"))
     _, findings = json_findings(str(tmp_path), "--no-cache", "--select", "AL401")
     assert [(Path(f["path"]).name, f["cell"], f["line"]) for f in findings] == [("launched.ipynb", 2, 4)]

@@ -37,7 +37,8 @@ class StepsFromUnpreparedLength(Rule):
     args.ga)`, `num_training_steps=max_steps * args.ga`) in a file that trains inside
     `accelerator.accumulate()`: the prepared scheduler skips the micro-steps that do not sync,
     so it counts optimizer steps already.
-    Not flagged: a loop exit on a count N times too large inside `for` loops that end on their
+    Not flagged: the horizon of a scheduler that a file with a training step never steps (it
+    keeps its first learning rate); a loop exit on a count N times too large inside `for` loops that end on their
     own (the epoch loop ends first: the exit never fires); a scheduler sized from the
     pre-`prepare` length alone (that is right); a
     post-sharding count (`ceil(len(loader) / num_processes)`) times `num_processes`;
@@ -531,7 +532,7 @@ def _accumulated_horizons(model: FileModel):
     if not spelled or not _accumulates(model):
         return
     for call in model.index.calls:
-        if call not in model.objects.prepared_origins:
+        if call not in model.objects.prepared_origins or not _may_be_stepped(model, call):
             continue
         for horizon in _horizons(model, call):
             for factor in _factors(horizon):
@@ -551,12 +552,31 @@ def _inflated_horizons(model: FileModel):
     """Horizons of prepared schedulers that may be a pre-prepare count times ``num_processes``
     (scale 2): the prepared scheduler's steps are already scale 1."""
     for call in model.index.calls:
-        if call not in model.objects.prepared_origins:
+        if call not in model.objects.prepared_origins or not _may_be_stepped(model, call):
             continue
         for horizon in _horizons(model, call):
             source = _first_len(model, model.step_scales_of(horizon), lambda scale: scale >= 2)
             if source is not None:
                 yield horizon, source
+
+
+def _may_be_stepped(model: FileModel, scheduler: cst.Call) -> bool:
+    """Some ``.step()`` call may step the scheduler ``scheduler`` makes: one on an object made by
+    it, or on an object the model cannot name (a parameter, an attribute). A scheduler that a
+    file with a training step (an optimizer's ``step()``) never steps keeps its first learning
+    rate, whatever its horizon. A file with no optimizer step shows no training loop: unknown."""
+    steps = [call for call in model.index.calls if type(call.func) is cst.Attribute and call.func.attr.value == "step"]
+    if not any((v := model.value_at(call.func.value)) is not None and v.kind == "optimizer" for call in steps):
+        return True
+    for call in steps:
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value != "step":
+            continue
+        value = model.value_at(func.value)
+        origins = value.origins() if value is not None else frozenset()
+        if not origins or scheduler in origins or any(isinstance(o, cst.Param) for o in origins):
+            return True
+    return False
 
 
 def _horizons(model: FileModel, call: cst.Call) -> list[cst.BaseExpression]:
