@@ -15,6 +15,34 @@ from accel_lint.engine import lint_source
 from conftest import json_findings
 
 CASES = {
+    # A trainer keeps the accelerator and the prepared model on `self` and takes the state dict of
+    # the unwrapped model under the main-process guard: the unwrapped module of a prepared model
+    # still gathers under ZeRO-3 and FSDP. Of a module never prepared (an EMA copy) it does not.
+    "the_state_dict_of_an_unwrapped_prepared_model_under_a_guard": ("""
+        import torch
+        from accelerate import Accelerator
+
+        class Trainer:
+            def save(self, tag):
+                if self.accelerator.is_main_process:
+                    weights = self.accelerator.get_state_dict(self.accelerator.unwrap_model(self.model))
+                    torch.save(weights, f"model_{tag}.bin")
+
+            def train(self):
+                accelerator = Accelerator()
+                model = accelerator.prepare(torch.nn.Linear(2, 2))
+                self.model = model
+                self.accelerator = accelerator
+                for step in range(10):
+                    accelerator.backward(model(torch.ones(2)).sum())
+                    if step % 5 == 0:
+                        self.save(step)
+
+        accelerator = Accelerator()
+        ema = torch.nn.Linear(2, 2)
+        if accelerator.is_main_process:
+            torch.save(accelerator.get_state_dict(accelerator.unwrap_model(ema)), "ema.bin")
+    """, [(7, "AL302")]),
     # A scheduler whose horizon is multiplied by the accumulation steps (B4), but nothing ever
     # steps it: it keeps its first learning rate, and the horizon changes nothing. The same
     # scheduler stepped in the loop is reported.

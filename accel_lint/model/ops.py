@@ -126,7 +126,17 @@ class OpAnalysis:
     def _never_prepared(self, expr: cst.BaseExpression) -> bool:
         """``expr`` holds, on every path, an object made in this file (a call) that no ``prepare``
         was given: nothing wrapped or sharded it."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "unwrap_model" \
+                and expr.args:
+            owner = self.objects.values.get(expr.func.value)
+            if owner is not None and owner.is_acc:
+                return self._never_prepared(expr.args[0].value)
         value = self.objects.values.get(expr)
+        if value is not None and value.unwrapped:
+            # `unwrap_model(m)`: the module of whatever `m` is (a prepared model's still gathers
+            # under ZeRO-3 and FSDP)
+            call = value.origin
+            return isinstance(call, cst.Call) and bool(call.args) and self._never_prepared(call.args[0].value)
         if value is None or value.prepared != "no" or value.is_acc:
             return False
         origins = value.origins()
