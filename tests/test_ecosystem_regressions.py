@@ -14,6 +14,26 @@ from accel_lint.config import Config
 from accel_lint.engine import lint_source
 from conftest import json_findings
 
+_ACCUMULATED_HORIZON = """
+        import torch
+        from torch.utils.data import DataLoader
+        from accelerate import Accelerator
+        from diffusers.optimization import get_scheduler
+
+        def train(args):
+            accelerator = Accelerator(gradient_accumulation_steps=args.ga)
+            model = torch.nn.Linear(2, 2)
+            optimizer = torch.optim.AdamW(model.parameters())
+            schedule = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0,
+                                     num_training_steps=args.max_steps * args.ga)
+            model, optimizer, loader, schedule = accelerator.prepare(model, optimizer, DataLoader(data), schedule)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(batch).sum())
+                    optimizer.step()
+                    {last}
+"""
+
 CASES = {
     # A trainer keeps the accelerator and the prepared model on `self` and takes the state dict of
     # the unwrapped model under the main-process guard: the unwrapped module of a prepared model
@@ -46,44 +66,9 @@ CASES = {
     # A scheduler whose horizon is multiplied by the accumulation steps (B4), but nothing ever
     # steps it: it keeps its first learning rate, and the horizon changes nothing. The same
     # scheduler stepped in the loop is reported.
-    "a_scheduler_nothing_steps_has_no_horizon_to_get_wrong": ("""
-        import torch
-        from torch.utils.data import DataLoader
-        from accelerate import Accelerator
-        from diffusers.optimization import get_scheduler
-
-        def train(args, stepped):
-            accelerator = Accelerator(gradient_accumulation_steps=args.ga)
-            model = torch.nn.Linear(2, 2)
-            optimizer = torch.optim.AdamW(model.parameters())
-            schedule = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0,
-                                     num_training_steps=args.max_steps * args.ga)
-            model, optimizer, loader, schedule = accelerator.prepare(model, optimizer, DataLoader(data), schedule)
-            for batch in loader:
-                with accelerator.accumulate(model):
-                    accelerator.backward(model(batch).sum())
-                    optimizer.step()
-                    {step}
-    """.replace("{step}", "optimizer.zero_grad()"), []),
-    "a_scheduler_stepped_with_an_accumulated_horizon": ("""
-        import torch
-        from torch.utils.data import DataLoader
-        from accelerate import Accelerator
-        from diffusers.optimization import get_scheduler
-
-        def train(args):
-            accelerator = Accelerator(gradient_accumulation_steps=args.ga)
-            model = torch.nn.Linear(2, 2)
-            optimizer = torch.optim.AdamW(model.parameters())
-            schedule = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0,
-                                     num_training_steps=args.max_steps * args.ga)
-            model, optimizer, loader, schedule = accelerator.prepare(model, optimizer, DataLoader(data), schedule)
-            for batch in loader:
-                with accelerator.accumulate(model):
-                    accelerator.backward(model(batch).sum())
-                    optimizer.step()
-                    schedule.step()
-    """, [(11, "AL202")]),
+    "a_scheduler_nothing_steps_has_no_horizon_to_get_wrong": (_ACCUMULATED_HORIZON.format(last="optimizer.zero_grad()"), []),
+    "a_scheduler_stepped_with_an_accumulated_horizon": (_ACCUMULATED_HORIZON.format(last="schedule.step()"),
+                                                        [(11, "AL202")]),
     # Accumulation by hand: the clip sits with the optimizer step under `(step + 1) % ga == 0`, so
     # it runs once per update on the accumulated gradients. Inside `accumulate()` a clip under a
     # test of its own (every tenth step) still runs on partial gradients.

@@ -448,13 +448,7 @@ class FileModel:
         path a launch of several processes takes, and ``None`` there means no sampler at all."""
         value = self.value_at(expr)
         origins = value.origins() if value is not None and value.origins() else frozenset({expr})
-        verdicts = set()
-        for origin in origins:
-            verdicts.add(self._made_sampler_shards(origin, _depth))
-        verdicts.discard("none")
-        if True in verdicts:
-            return True
-        return None if None in verdicts or not verdicts else False
+        return _shards_on_some_path(self._made_sampler_shards(origin, _depth) for origin in origins)
 
     def _made_sampler_shards(self, origin: cst.CSTNode, depth: int) -> bool | None | str:
         if depth > 8:
@@ -462,16 +456,13 @@ class FileModel:
         if type(origin) is cst.Name and origin.value == "None":
             return "none"
         if isinstance(origin, cst.IfExp):
-            verdicts = {self.sampler_shards(origin.body, depth + 1), self.sampler_shards(origin.orelse, depth + 1)}
-            return True if True in verdicts else None if None in verdicts else False
+            return _shards_on_some_path(self.sampler_shards(branch, depth + 1) for branch in (origin.body, origin.orelse))
         if not isinstance(origin, cst.Call):
             return None
         target = self.index.resolve_call(origin)
         if target is not None:  # `get_sampler(ds)` of this module: what it returns
-            returned = self.objects.summaries[target].return_exprs
-            verdicts = {self.sampler_shards(r, depth + 1) if r is not None else "none" for r in returned}
-            verdicts.discard("none")
-            return True if True in verdicts else None if None in verdicts or not verdicts else False
+            return _shards_on_some_path(self.sampler_shards(r, depth + 1) if r is not None else "none"
+                                        for r in self.objects.summaries[target].return_exprs)
         name = dotted_name(origin.func)
         if name is not None and any(kind == RETURNS_SHARDING_SAMPLER for kind, _ in self.external.get(name, ())):
             return True
@@ -1570,8 +1561,8 @@ class FileModel:
             return []
         condition = guard.condition
         text = shorten(self.code(condition))
-        if guard.how.startswith("callers:"):
-            where, _, test = guard.how.removeprefix("callers:").partition("|")
+        if guard.callers() is not None:
+            where, test = guard.callers()
             return [(guard.node, f"every caller in the other modules of the tree calls it under `{test}` ({where}), "
                                  f"which differs between ranks")]
         if guard.how == "main-only-loop":
@@ -2197,3 +2188,13 @@ def _is_none(expr: cst.BaseExpression) -> bool | None:
     if type(expr) in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString):
         return False
     return None
+
+
+def _shards_on_some_path(verdicts) -> bool | None:
+    """One verdict for a sampler from the verdicts of its paths: ``True`` where one path shards
+    (the one a launch of several processes takes), ``None`` where one is unknown, else ``False``;
+    a path with no sampler at all (``"none"``) says nothing, and no path at all is unknown."""
+    found = set(verdicts) - {"none"}
+    if True in found:
+        return True
+    return None if None in found or not found else False

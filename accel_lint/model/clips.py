@@ -54,7 +54,6 @@ def under_sync_gradients(model, call: cst.Call) -> bool:
     return False
 
 
-
 def _steps_an_optimizer(model, block: cst.CSTNode) -> bool:
     """``block`` calls ``.step()`` of an object the model knows as an optimizer."""
     for inner in model.calls_in(block):
@@ -77,15 +76,10 @@ def helper_clip(model, fn: cst.FunctionDef, depth: int = 0) -> str | None:
         if under_sync_gradients(model, call):
             continue
         func = call.func
-        if clip_accelerator(model, call) is not False:
-            owner = func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else ""
-            if owner in params:
-                return f"{model.code(func)}|{owner}|{params.index(owner)}"
-            return f"{model.code(func)}||"
-        if isinstance(func, cst.Attribute) and func.attr.value in ACCELERATOR_CLIPS \
-                and isinstance(func.value, cst.Name) and func.value.value in params:
-            owner = func.value.value
-            return f"{model.code(func)}|{owner}|{params.index(owner)}"
+        owner = func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else ""
+        through_parameter = owner in params and func.attr.value in ACCELERATOR_CLIPS
+        if through_parameter or clip_accelerator(model, call) is not False:
+            return f"{model.code(func)}|{owner}|{params.index(owner)}" if owner in params else f"{model.code(func)}||"
         if depth < 2:
             target = model.index.resolve_call(call)
             inner = helper_clip(model, target, depth + 1) if target is not None else None

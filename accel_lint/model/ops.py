@@ -34,7 +34,14 @@ class Guard:
 
     node: cst.CSTNode  # the If/While statement, decorator, or call
     condition: cst.CSTNode  # the expression or decorator to quote
-    how: str  # "if" | "else" | "early-exit" | "decorator"
+    how: str  # "if" | "else" | "early-exit" | "decorator" | "main-only-loop" | "callers:<file:line>|<test>"
+
+    def callers(self) -> tuple[str, str] | None:
+        """For a guard that only the callers in other modules explain: (their file:line, their test)."""
+        if not self.how.startswith("callers:"):
+            return None
+        where, _, test = self.how.removeprefix("callers:").partition("|")
+        return where, test
 
 
 @dataclass(frozen=True)

@@ -565,14 +565,11 @@ def _may_be_stepped(model: FileModel, scheduler: cst.Call) -> bool:
     it, or on an object the model cannot name (a parameter, an attribute). A scheduler that a
     file with a training step (an optimizer's ``step()``) never steps keeps its first learning
     rate, whatever its horizon. A file with no optimizer step shows no training loop: unknown."""
-    steps = [call for call in model.index.calls if type(call.func) is cst.Attribute and call.func.attr.value == "step"]
-    if not any((v := model.value_at(call.func.value)) is not None and v.kind == "optimizer" for call in steps):
+    stepped = [model.value_at(call.func.value) for call in model.index.calls
+               if type(call.func) is cst.Attribute and call.func.attr.value == "step"]
+    if not any(value is not None and value.kind == "optimizer" for value in stepped):
         return True
-    for call in steps:
-        func = call.func
-        if type(func) is not cst.Attribute or func.attr.value != "step":
-            continue
-        value = model.value_at(func.value)
+    for value in stepped:
         origins = value.origins() if value is not None else frozenset()
         if not origins or scheduler in origins or any(isinstance(o, cst.Param) for o in origins):
             return True

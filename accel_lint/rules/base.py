@@ -146,8 +146,8 @@ def describe_guard(model: FileModel, guard: Guard | None) -> str:
     cond = quote(model.code(guard.condition))
     if guard.how == "else":
         return f"only where {cond} (line {line}) is false"
-    if guard.how.startswith("callers:"):
-        where, _, test = guard.how.removeprefix("callers:").partition("|")
+    if guard.callers() is not None:
+        where, test = guard.callers()
         return f"only where its callers run it: under `{test}` ({where})"
     if guard.how == "main-only-loop":
         return f"only on the main process (in the loop over {cond}, line {line}, a list only it fills)"
