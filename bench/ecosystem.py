@@ -475,6 +475,8 @@ def compare(name: str, findings: list[dict], table: dict[Key, tuple[str, str]]) 
     for key, (verdict, _) in table.items():
         if verdict == MISSED and key not in found:
             per_rule[key.code][MISSED] += 1
+    still_missed = sorted((k for k, v in table.items() if v[0] == MISSED and k not in found),
+                          key=lambda k: (k.path, k.line, k.code))
     gone = sorted((k for k, v in table.items() if k not in found and v[0] != MISSED),
                   key=lambda k: (k.path, k.line, k.code))
     total, without_al403 = collections.Counter(), collections.Counter()
@@ -492,6 +494,8 @@ def compare(name: str, findings: list[dict], table: dict[Key, tuple[str, str]]) 
         "per_rule": {code: {**dict(c), "precision": _precision(c)} for code, c in sorted(per_rule.items())},
         "new": [f"{f['path']}:{f['line']}: {f['code']} {f['message'][:120]}" for f in new],
         "gone": [f"{k.path}:{k.line}: {k.code} ({table[k][0]})" for k in gone],
+        # the real bugs read in the code that are still not reported, with the reader's reason
+        "still_missed": [f"{k.path}:{k.line}: {k.code} {table[k][1][:200]}" for k in still_missed],
     }
 
 
