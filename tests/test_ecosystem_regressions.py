@@ -2146,6 +2146,38 @@ CASES = {
                 log["mse"] += mean_loss
             return log
         """, []),
+    # A trainer class is handed the tokenizer the script made with `AutoTokenizer.from_pretrained` and
+    # keeps it on `self`; its save method, called on every rank after training, gates the model's
+    # save but not the tokenizer's, which takes no `is_main_process`. What made the object is known
+    # at the construction, so `self.tokenizer` is that object. A processor handed in from an
+    # unknown call stays unknown.
+    "a_tokenizer_handed_to_a_trainer_class_saves_on_every_rank": ("""
+        from accelerate import Accelerator
+        from transformers import AutoModel, AutoTokenizer
+
+        class Trainer:
+            def __init__(self, model, tokenizer, processor, accelerator):
+                self.model = model
+                self.tokenizer = tokenizer
+                self.processor = processor
+                self.accelerator = accelerator
+
+            def save(self, out):
+                bare = self.accelerator.unwrap_model(self.model)
+                bare.save_pretrained(out, is_main_process=self.accelerator.is_main_process)
+                self.tokenizer.save_pretrained(out)
+                self.processor.save_pretrained(out)
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.accelerator.backward(self.model(**batch).loss)
+                self.save("final")
+
+        def main(data):
+            accelerator = Accelerator()
+            model, loader = accelerator.prepare(AutoModel.from_pretrained("m"), data)
+            Trainer(model, AutoTokenizer.from_pretrained("m"), make_processor(), accelerator).fit(loader)
+        """, [(14, "AL401")]),
 }
 
 

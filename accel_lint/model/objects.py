@@ -285,6 +285,12 @@ def _definitions(index: FileIndex) -> tuple:
     return functions, classes, index.imports.bindings()
 
 
+def _made_by_calls(value: Value) -> bool:
+    """Every object ``value`` may hold was made by a call the walk saw."""
+    origins = value.origins()
+    return bool(origins) and all(type(origin) is cst.Call for origin in origins)
+
+
 def _unknown(value: Value | None) -> bool:
     """Nothing is known of the object: no value, or only the parameter or name it was read from
     (``self.acc = acc`` in ``__init__``, with no caller in view passing anything known)."""
@@ -726,7 +732,11 @@ class ObjectTracker:
             # what every caller passes it iterates an unsharded loader, one that prepares the
             # model it is given prepares a model
             if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind in WRAPPED_KINDS
-                                       or merged.elements is not None):  # (a list of such objects)
+                                       or merged.elements is not None  # (a list of such objects)
+                                       # an object every caller made by a call (a tokenizer
+                                       # from `AutoTokenizer.from_pretrained`): what made it
+                                       # decides what its methods do
+                                       or _made_by_calls(merged)):
                 params[name] = merged
         return params
 
