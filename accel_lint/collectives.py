@@ -66,8 +66,13 @@ STARTS_TRACKER: Final = "STARTS_TRACKER"
 # `setup_for_distributed(is_main)`): after a call, `print` is the program's own choice on each
 # rank; its detail is "<the assignment>|<line>"
 REPLACES_PRINT: Final = "REPLACES_PRINT"
+# not a collective, and not for the modules that import the name: a module function of this
+# Accelerate program that writes a file, which nothing in its own module calls (a report helper
+# the entry script calls): where another module calls it on every rank, it runs on every rank
+# (the engine then tells this module so). Its detail is empty.
+WAITS_FOR_CALLERS: Final = "WAITS_FOR_CALLERS"
 # what a module summary may say of a name that is not an op it performs
-NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
+NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, WAITS_FOR_CALLERS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
                             RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
                             WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
                             STARTS_TRACKER, REPLACES_PRINT})

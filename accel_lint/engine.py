@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, CLIPS_GRADIENTS, DOWNLOADS, END, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE
+from .collectives import ACCELERATOR_FACTORY, CLIPS_GRADIENTS, DOWNLOADS, END, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE, \
+    WAITS_FOR_CALLERS
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
 from .rules import all_rules, rule_table
@@ -861,6 +862,8 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
             if "@guard" in passed:  # the guard's line, in the caller's file
                 line, _, test = passed["@guard"].partition("|")
                 passed = {**passed, "@guard": f"{os.path.relpath(path)}:{line}|{test}"}
+            if "@unguarded" in passed:  # the call's line, in the caller's file
+                passed = {**passed, "@unguarded": f"{os.path.relpath(path)}:{passed['@unguarded']}"}
             for candidate in _module_files(here, level, module):
                 if candidate in linted:
                     found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
@@ -871,12 +874,18 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
     # so a module without such findings gains nothing from it.
     every_rank_findings = {path for r, path in zip(results, paths)
                            if any(d.code in _EVERY_RANK_RULES for d in r.diagnostics)}
+    # a helper whose writes wait for its callers (WAITS_FOR_CALLERS): a caller that runs it on
+    # every rank makes it run there
+    waiting = {path: {name for name, ops in r.summary.items() if any(op[0] == WAITS_FOR_CALLERS for op in ops)}
+               for r, path in zip(results, paths) if r.summary}
     for path, functions in found.items():
         for name in list(functions):
             passed = functions[name]
             guarded = "@called" in passed and "@unguarded" not in passed
             passed.pop("@called", None)
-            passed.pop("@unguarded", None)
+            unguarded = passed.pop("@unguarded", None)
+            if unguarded is not None and name in waiting.get(path, ()):
+                passed["@every-rank"] = unguarded
             where = passed.pop("@guard", None)
             if guarded and path in every_rank_findings:
                 passed["@guarded"] = "yes"
@@ -903,7 +912,8 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                 if len(owners) == 1:
                     summary = owners[0]
             if summary is not None:
-                ops = [tuple(op) for op in summary.get(name, ())]
+                # (what a helper waits for is said to the engine, not to the importer)
+                ops = [tuple(op) for op in summary.get(name, ()) if op[0] != WAITS_FOR_CALLERS]
                 if why == "tested":  # in a condition: only a rank predicate matters
                     ops = [op for op in ops if op[0] == RANK_PREDICATE]
                 elif why == "called":  # called with its result unused: a write (or a rank) matters

@@ -780,3 +780,52 @@ def test_a_helper_of_another_module_called_under_a_rank_guard_with_the_prepared_
     assert [(f["path"], f["line"], f["code"]) for f in found] == expected
     if expected:
         assert "under `accelerator.is_main_process` (train.py:14)" in found[0]["message"]
+
+
+REPORTS = """\
+import os
+from accelerate import Accelerator
+
+
+def predict(model, loader):
+    accelerator = Accelerator()
+    return [model(batch.to(accelerator.device)) for batch in loader]
+
+
+def write_report(scores):
+    if not os.path.exists("plots"):
+        os.makedirs("plots")
+    with open("plots/scores.txt", "w") as f:
+        f.write(str(scores))
+
+
+def write_summary(scores):
+    with open("summary.txt", "w") as f:
+        f.write(str(scores))
+"""
+
+ENTRY = """\
+import torch
+from accelerate import Accelerator
+from reports import predict, write_report, write_summary
+
+accelerator = Accelerator()
+model, loader = accelerator.prepare(torch.nn.Linear(2, 2), batches)
+scores = predict(model, loader)
+write_report(scores)
+if accelerator.is_main_process:
+    write_summary(scores)
+"""
+
+
+def test_a_helper_of_another_accelerate_module_runs_where_its_caller_runs_it(tmp_path: Path):
+    # the evaluation module builds its own accelerator, so its writes are reported there, not
+    # at the call; nothing in it calls `write_report`, the entry script calls it on every rank:
+    # the helper runs on every rank. `write_summary` is called under the main-process test only.
+    (tmp_path / "reports.py").write_text(REPORTS)
+    (tmp_path / "train.py").write_text(ENTRY)
+    _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"]) for d in found] == [("reports.py", 12), ("reports.py", 13)], found
+    assert all("through the unguarded call at train.py:8" in d["message"] for d in found), found
+    facts = [e["fact"] for e in found[1]["evidence"]]
+    assert facts == ["called at train.py:8 with no rank guard around it: every rank runs it"], facts

@@ -400,7 +400,7 @@ async def test_editing_an_imported_module_updates_the_open_script(client, worksp
     # train.py passes the prepared model to export_weights: engine.py's finding needs its caller;
     # and to evaluate() under `is_main_process` only, so evaluate's forward is rank-gated (the
     # editor knows the open files' callers: run_eval.py, which calls it on every rank, is not open)
-    assert codes(await published(client, engine)) == ["AL305", "AL501"]
+    assert codes(await published(client, engine)) == ["AL305", "AL401", "AL501"]
     client.diagnostics.pop(train)
     edited = engine_path.read_text().replace("    return accelerator.gather_for_metrics(preds)\n", "    return preds\n")
     change(client, engine, 2, edited)

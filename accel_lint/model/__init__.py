@@ -45,7 +45,8 @@ from .rank_data import RankData
 from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
                            RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS, SPLITS_PER_RANK,
-                           WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT)
+                           WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT,
+                           WAITS_FOR_CALLERS)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -529,7 +530,35 @@ class FileModel:
         for name, facts in self.made_facts().items():
             known = out.get(name, [])
             out[name] = [*known, *(fact for fact in facts if fact not in known)]  # a predicate both say once
+        for name in self.helpers_waiting_for_callers():
+            out.setdefault(name, []).append((WAITS_FOR_CALLERS, ""))
         return out
+
+    def helpers_waiting_for_callers(self) -> list[str]:
+        """Module functions of this Accelerate file with a write no rank guard holds, that
+        nothing in this file calls and that do not run on every rank by themselves (a report
+        helper of an evaluation module that the entry script calls): whether they race depends
+        on their callers in other modules."""
+        if not self.is_accelerate_file:
+            return []
+        waiting = set()
+        for write in self.writes:
+            scope = self.scope_of(write.call)
+            if write.tolerant or type(scope) is not cst.FunctionDef or scope.name.value in waiting:
+                continue
+            if self.index.module_functions.get(scope.name.value) is not scope or self.under_rank_condition(write.call):
+                continue
+            if not self.ops.call_sites(scope) and not self.runs_on_every_rank(scope):
+                waiting.add(scope.name.value)
+        return sorted(waiting)
+
+    def every_rank_caller(self, scope: ScopeNode) -> str | None:
+        """``"<file>:<line>"`` of a call in another module of the tree that runs ``scope`` (a
+        module function) on every rank, when that is what makes it run there."""
+        info = self.index.functions.get(scope) if isinstance(scope, cst.FunctionDef) else None
+        if info is None or info.class_name is not None:
+            return None
+        return self.incoming.get(info.qualname, {}).get(self.EVERY_RANK)
 
     def made_facts(self) -> dict[str, list[tuple[str, str]]]:
         """What calling this module's functions and classes makes, for other modules of the tree
@@ -922,6 +951,8 @@ class FileModel:
     # keys of a prepared_arguments() entry that are not parameters: every call of the function
     # from this file, and the calls that run on every rank
     CALLED, UNGUARDED, GUARDED_BY = "@called", "@unguarded", "@guard"
+    # in ``incoming``: a caller in another module runs the function on every rank (its place)
+    EVERY_RANK = "@every-rank"
 
     def prepared_arguments(self) -> list[tuple[int, str, str, dict[str, str]]]:
         """Calls to functions imported from other modules (``from m import f; f(...)`` or
@@ -945,7 +976,7 @@ class FileModel:
             passed = {self.CALLED: "yes"}
             guard = self.rank_guard_of(call)
             if guard is None and self.runs_on_every_rank(self.index.scope_of(call)):
-                passed[self.UNGUARDED] = "yes"
+                passed[self.UNGUARDED] = str(self.line_of(call))
             elif guard is not None:  # where, for a finding in the helper that only its callers' guard explains
                 passed[self.GUARDED_BY] = f"{self.line_of(guard.node)}|{shorten(self.code(guard.condition))}"
             for position, arg in enumerate(call.args):
@@ -1754,6 +1785,8 @@ class FileModel:
         info = self.index.functions[scope]
         if info.class_name is None and "@guarded" in self.incoming.get(info.qualname, {}):
             return False  # every caller in the other modules of the tree calls it under a rank guard
+        if self.every_rank_caller(scope) is not None:
+            return True  # a caller in another module runs it on every rank
         return scope in self._scopes_using_an_accelerator
 
     def callers_guard(self, scope: ScopeNode) -> Guard | None:

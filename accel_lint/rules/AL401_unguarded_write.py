@@ -228,7 +228,9 @@ if args.use_deepspeed or accelerator.is_main_process:
             acc = model.accelerator_name_in(scope)
             path = quote(model.code(write.path), 40) if write.path is not None else "its target"
             site = model.unguarded_call_site(scope)
-            via = f" (through the unguarded call on line {model.line_of(site)})" if site is not None else ""
+            caller = model.every_rank_caller(scope) if site is None else None
+            via = f" (through the unguarded call on line {model.line_of(site)})" if site is not None else \
+                f" (through the unguarded call at {caller})" if caller is not None else ""
             if admitted is not None:
                 guard = model.rank_guard_of(call)
                 yield Finding(
@@ -244,8 +246,9 @@ if args.use_deepspeed or accelerator.is_main_process:
                 continue
             # no rank guard holds it: every rank that gets there runs it
             every_rank = ((site if site is not None else call),
-                          "no rank guard around it: every rank runs it" if site is None else
-                          "called here with no rank guard around it: every rank runs the write")
+                          "called here with no rank guard around it: every rank runs the write" if site is not None
+                          else f"called at {caller} with no rank guard around it: every rank runs it" if caller
+                          else "no rank guard around it: every rank runs it")
             if write.creates_directory:
                 yield Finding(
                     call,
