@@ -71,13 +71,17 @@ REPLACES_PRINT: Final = "REPLACES_PRINT"
 # the entry script calls): where another module calls it on every rank, it runs on every rank
 # (the engine then tells this module so). Its detail is empty.
 WAITS_FOR_CALLERS: Final = "WAITS_FOR_CALLERS"
+# not a collective: a class of another module with methods whose last collective destroys the
+# process group (`def train(self): ...; self.accelerator.end_training()`); its detail is their
+# names, space-separated
+ENDING_METHODS: Final = "ENDING_METHODS"
 # what a module summary may say of a name that is not an op it performs
-NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, WAITS_FOR_CALLERS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
+NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, WAITS_FOR_CALLERS, ENDING_METHODS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
                             RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
                             WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
                             STARTS_TRACKER, REPLACES_PRINT})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
-MADE_FACTS: Final = frozenset({RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
+MADE_FACTS: Final = frozenset({RETURNS_KIND, ENDING_METHODS, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
                                RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
                                WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT})
 

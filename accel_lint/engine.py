@@ -701,7 +701,10 @@ def _reexported_from(init: str, name: str) -> str | None:
                 if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
                     module = os.path.join(os.path.dirname(init), *node.module.split(".")) + ".py"
                     for alias in node.names:
-                        if alias.asname is None:
+                        if alias.name == "*":  # `from .train_utils import *`: what it defines
+                            for defined in _defined_names(module):
+                                names.setdefault(defined, module)
+                        elif alias.asname is None:
                             names.setdefault(alias.name, module)
             if len(_REEXPORTS) > 4096:  # a long editor session: forget old versions
                 _REEXPORTS.clear()
@@ -709,6 +712,20 @@ def _reexported_from(init: str, name: str) -> str | None:
     except (OSError, SyntaxError, ValueError):
         return None
     return names.get(name)
+
+
+def _defined_names(module: str) -> list[str]:
+    """The public functions and classes a module defines at its top level (what a star import of
+    it brings, short of ``__all__``); none for a module that cannot be read."""
+    import ast
+
+    try:
+        with open(module, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return [node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_")]
 
 
 _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}
@@ -865,6 +882,11 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
             if "@unguarded" in passed:  # the call's line, in the caller's file
                 passed = {**passed, "@unguarded": f"{os.path.relpath(path)}:{passed['@unguarded']}"}
             for candidate in _module_files(here, level, module):
+                if candidate.endswith("__init__.py"):
+                    # a package that re-exports a function of one of its modules: the callers'
+                    # arguments reach that module
+                    source = _reexported_from(candidate, name)
+                    candidate = source if source in linted else candidate
                 if candidate in linted:
                     found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
                     break

@@ -829,3 +829,102 @@ def test_a_helper_of_another_accelerate_module_runs_where_its_caller_runs_it(tmp
     assert all("through the unguarded call at train.py:8" in d["message"] for d in found), found
     facts = [e["fact"] for e in found[1]["evidence"]]
     assert facts == ["called at train.py:8 with no rank guard around it: every rank runs it"], facts
+
+
+TRAINER = """\
+from accelerate import Accelerator
+
+
+class Trainer:
+    def __init__(self, model, loader, accelerator: Accelerator):
+        self.model = model
+        self.loader = loader
+        self.accelerator = accelerator
+
+    def train(self):
+        for batch in self.loader:
+            self.accelerator.backward(self.model(batch).sum())
+        self.accelerator.log({"done": 1})
+        self.accelerator.end_training()
+
+    def evaluate(self):
+        return self.accelerator.gather_for_metrics(self.model(1))
+"""
+
+RUN = """\
+import torch
+from accelerate import Accelerator
+from trainer import Trainer
+
+accelerator = Accelerator()
+model, loader = accelerator.prepare(torch.nn.Linear(2, 2), data)
+trainer = Trainer(model, loader, accelerator)
+trainer.evaluate()
+accelerator.wait_for_everyone()
+trainer.train()
+accelerator.wait_for_everyone()
+"""
+
+
+def test_a_method_of_a_class_of_another_module_that_ends_training_ends_it_where_it_is_called(tmp_path: Path):
+    # `train` ends with end_training(); `evaluate` gathers and leaves the group alone: only the
+    # barrier after `trainer.train()` runs on a destroyed process group
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    (tmp_path / "run.py").write_text(RUN)
+    _, found = json_findings("--no-cache", "--select", "AL306", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"]) for d in found] == [("run.py", 11)], found
+    assert found[0]["evidence"][0]["fact"] == "`trainer.train()` ends with `end_training()`, which destroys the process group"
+
+
+MODEL_UTILS = """\
+from transformers import T5ForConditionalGeneration
+from mymodels import SmallT5
+
+
+def get_model(args, config):
+    klass = {"hf": T5ForConditionalGeneration, "local": SmallT5}[args.klass]
+    model = klass(config)
+    args.n_params = sum(p.numel() for p in model.parameters())
+    return model
+
+
+def get_name(args):
+    name = args.name
+    return name
+"""
+
+TRAIN_UTILS = """\
+def predict(model, loader):
+    return [model.generate(**batch) for batch in loader]
+"""
+
+PACKAGE_MAIN = """\
+import torch
+from accelerate import Accelerator
+from .utils import get_model, get_name, predict
+
+accelerator = Accelerator()
+model = get_model(args, config)
+other = get_name(args)
+model, other, loader = accelerator.prepare(model, other, loader)
+if args.compile:
+    model = torch.compile(model)
+predict(model, loader)
+predict(other, loader)
+"""
+
+
+def test_a_model_made_and_used_in_a_helper_reaches_a_helper_of_a_package_that_reexports_it(tmp_path: Path):
+    # `get_model` builds its object from a class picked out of a dict, then reads its
+    # parameters: a module. The package re-exports both helpers with star imports, so the
+    # prepared model handed to `predict` arrives in train_utils.py; compiling it keeps the
+    # wrapper's attributes. `get_name`'s object is never used as a module: unknown, silent.
+    package = tmp_path / "proj"
+    (package / "utils").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "utils" / "__init__.py").write_text("from .model_utils import *\nfrom .train_utils import *\n")
+    (package / "utils" / "model_utils.py").write_text(MODEL_UTILS)
+    (package / "utils" / "train_utils.py").write_text(TRAIN_UTILS)
+    (package / "main.py").write_text(PACKAGE_MAIN)
+    _, found = json_findings("--no-cache", "--select", "AL501", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"]) for d in found] == [("proj/utils/train_utils.py", 2)], found

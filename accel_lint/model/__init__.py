@@ -46,7 +46,7 @@ from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comp
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
                            RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT,
-                           WAITS_FOR_CALLERS)
+                           WAITS_FOR_CALLERS, ENDING_METHODS, NOT_OPS)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -578,6 +578,8 @@ class FileModel:
             out.setdefault(name, []).append((WRITES_FILE, detail))
         for name, detail in self.writing_methods().items():
             out.setdefault(name, []).append((WRITING_METHODS, detail))
+        for name, methods in self.ending_methods().items():
+            out.setdefault(name, []).append((ENDING_METHODS, " ".join(methods)))
         for name, detail in self.downloading_names().items():
             out.setdefault(name, []).append((DOWNLOADS, detail))
         for name, detail in self.tracker_starting_names().items():
@@ -750,6 +752,46 @@ class FileModel:
         Only from a module with no Accelerate in it: an Accelerate module's own writes are
         reported where they are."""
         return self._unconditional_writes(self.index.module_functions, bound=False)
+
+    def ending_methods(self) -> dict[str, list[str]]:
+        """Top-level classes of this module -> their methods whose last collective is
+        ``end_training()`` (a trainer's ``train`` that ends the run): after a call of one, the
+        process group is gone."""
+        found: dict[str, list[str]] = {}
+        for name, cls in self.index.classes.items():
+            if cls.node not in self.index.module.body:
+                continue
+            for method, fn in sorted(cls.methods.items()):
+                if self.ends_training(fn):
+                    found.setdefault(name, []).append(method)
+        return found
+
+    def ends_training(self, fn: cst.FunctionDef) -> bool:
+        """The last collective ``fn`` performs destroys the process group."""
+        kinds = [kind for kind, _ in self.ops.exported_ops(fn) if kind not in NOT_OPS]
+        return bool(kinds) and kinds[-1] == "END"
+
+    def ending_method_called(self, call: cst.Call) -> bool:
+        """``call`` is ``obj.method()`` where every call that may have made ``obj`` builds a class
+        (of this module or, as its summary says, of another) whose ``method`` ends training."""
+        if type(call.func) is not cst.Attribute:
+            return False
+        origins, _ = self._origins_of(call.func.value)
+        method = call.func.attr.value
+        if not origins:
+            return False
+        for origin in origins:
+            made = self._class_made_by(origin)
+            local = self.index.classes.get(made or "")
+            if local is not None and local.node in self.index.module.body:
+                fn = local.methods.get(method)
+                if fn is None or not self.ends_training(fn):
+                    return False
+                continue
+            said = [detail.split() for kind, detail in self.external.get(made or "", ()) if kind == ENDING_METHODS]
+            if not said or method not in said[0]:
+                return False
+        return True
 
     def writing_methods(self) -> dict[str, str]:
         """The same for the methods of this module's top-level classes that write whenever they

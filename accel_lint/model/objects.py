@@ -1151,6 +1151,8 @@ class ObjectTracker:
                 elif returned.items is not None or returned.attribute_items:
                     # `def build_model(): return Munch(gen=G(), disc=D())`: a dict of such objects
                     found[name] = ("attribute-dict:" if returned.attribute_items else "dict:") + returned.kind
+            elif self._returns_a_used_module(fn):
+                found[name] = "model"
         for name, cls in self.index.classes.items():
             if cls.node in self.index.module.body and any("Module" in b or b.endswith("Model") for b in cls.bases) \
                     and self._may_hold_parameters(cls):
@@ -1160,6 +1162,16 @@ class ObjectTracker:
             elif cls.node in self.index.module.body and self.is_scheduler_class(cls):
                 found[name] = "scheduler"
         return found
+
+    def _returns_a_used_module(self, fn: cst.FunctionDef) -> bool:
+        """Every ``return`` of ``fn`` returns a local name that the function uses as a module
+        (``model = klass(config); n = sum(p.numel() for p in model.parameters()); return
+        model``), with no other return: whatever class made it, it is a module."""
+        exprs = self.summaries[fn].return_exprs
+        returned = self.summaries[fn].returns
+        return bool(exprs) and (returned is None or (returned.kind is None and not returned.is_acc
+                                                     and returned.prepared == NO)) \
+            and all(type(e) is cst.Name and self.module_evidence(e, fn) is not None for e in exprs)
 
     def iterated_parameters(self, call: cst.Call) -> tuple[tuple[int, str], ...]:
         """The constructor parameters (position, name) whose objects the class ``call`` builds

@@ -18,7 +18,9 @@ class UseAfterEndTraining(Rule):
     `torch.distributed` primitives, helpers that perform them) that runs after
     `accelerator.end_training()` or `torch.distributed.destroy_process_group()` later in the
     same function: in the statements that follow it in its block and in the enclosing blocks.
-    Not flagged: work that does not communicate (`accelerator.print`, `accelerator.save`,
+    A call that ends training counts too: a function whose last collective is `end_training()`,
+    and a method of a class (of this module or another of the tree) whose last collective is
+    (`trainer.train()` of a trainer class that ends the run). Not flagged: work that does not communicate (`accelerator.print`, `accelerator.save`,
     plain file I/O); a collective in a different branch of the same `if`.
 
     ## Why is this bad?
@@ -118,6 +120,8 @@ def _helper_ends_training(model: FileModel, call: cst.Call) -> bool:
     """``call`` runs a function (of this module, or of another of the tree that says so) whose
     last collective destroys the process group (``def finish(acc): acc.log(...);
     acc.end_training()``)."""
+    if model.ending_method_called(call):
+        return True  # `trainer.train()` of a trainer class whose `train` ends the run
     target = model.index.resolve_call(call)
     if target is not None:
         performed = model.ops.exported_ops(target)
