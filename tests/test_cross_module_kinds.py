@@ -928,3 +928,37 @@ def test_a_model_made_and_used_in_a_helper_reaches_a_helper_of_a_package_that_re
     (package / "main.py").write_text(PACKAGE_MAIN)
     _, found = json_findings("--no-cache", "--select", "AL501", ".", cwd=tmp_path)
     assert [(d["path"], d["line"]) for d in found] == [("proj/utils/train_utils.py", 2)], found
+
+
+STATES = """\
+import torch
+from accelerate import Accelerator
+
+
+def checkpoint(state, out, process_index, is_main):
+    torch.save(state, f"{out}/rng_{process_index}.pkl")
+    if is_main:
+        torch.save(state, f"{out}/model.pt")
+    torch.save(state, f"{out}/scaler.pt")
+
+
+def make():
+    return Accelerator()
+"""
+
+SAVER = """\
+from states import checkpoint, make
+
+accelerator = make()
+model = accelerator.prepare(model)
+checkpoint({}, "out", accelerator.process_index, is_main=accelerator.is_main_process)
+"""
+
+
+def test_a_rank_handed_to_a_helper_of_another_module_is_a_rank_there(tmp_path: Path):
+    # the caller passes its process index and its main-process flag: the helper's RNG file is
+    # each rank's own and its model file the main process's; the scaler file is every rank's
+    (tmp_path / "states.py").write_text(STATES)
+    (tmp_path / "saver.py").write_text(SAVER)
+    _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"]) for d in found] == [("states.py", 9)], found

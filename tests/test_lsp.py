@@ -594,12 +594,12 @@ def test_an_edit_lints_again_only_the_documents_that_share_modules_with_it(tmp_p
     third = project.lint(list(docs.values())).reports
     assert sorted(d.code for d in third[docs["train"].uri].diagnostics) == ["AL302"]
     assert third[docs["alone"].uri] is second[docs["alone"].uri]
-    # train.py no longer passes the prepared model to export_weights: engine.py's AL501 goes
+    # train.py no longer passes the prepared model to export_weights: engine.py's AL401 and AL501 go
     # (evaluate's forward stays rank-gated: train.py, the one open caller, guards it)
     docs["train"] = Document(docs["train"].uri, 2, docs["train"].text.replace('export_weights(model, "weights.pt")\n', ""))
     fourth = project.lint(list(docs.values())).reports
     assert sorted(d.code for d in fourth[docs["engine"].uri].diagnostics) == ["AL305"]
-    assert sorted(d.code for d in third[docs["engine"].uri].diagnostics) == ["AL305", "AL501"]
+    assert sorted(d.code for d in third[docs["engine"].uri].diagnostics) == ["AL305", "AL401", "AL501"]
 
 
 @needs_lsp

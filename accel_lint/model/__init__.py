@@ -42,6 +42,7 @@ from . import composites
 from .moves import rank_branch_of
 from .clips import helper_clip
 from .rank_data import RankData
+from .ranks import RANK_PASSED
 from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
                            RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS, SPLITS_PER_RANK,
@@ -548,7 +549,9 @@ class FileModel:
                 continue
             if self.index.module_functions.get(scope.name.value) is not scope or self.under_rank_condition(write.call):
                 continue
-            if not self.ops.call_sites(scope) and not self.runs_on_every_rank(scope):
+            # (still waiting once a caller elsewhere runs it on every rank: that is what it waits for)
+            if not self.ops.call_sites(scope) and (not self.runs_on_every_rank(scope)
+                                                   or self.every_rank_caller(scope) is not None):
                 waiting.add(scope.name.value)
         return sorted(waiting)
 
@@ -1026,6 +1029,13 @@ class FileModel:
                     break
                 if self.is_accelerator(arg.value):
                     passed[arg.keyword.value if arg.keyword is not None else str(position)] = ACCELERATOR
+                    continue
+                if self.reads_rank(arg.value):
+                    # a rank or a rank predicate (`process_index=self.state.process_index`): the
+                    # helper's parameter holds it on every rank
+                    role = self._rank_role((arg.value,))
+                    if role is not None:
+                        passed[arg.keyword.value if arg.keyword is not None else str(position)] = RANK_PASSED + role
                     continue
                 kind = self.prepared_kind(arg.value)
                 if kind == "model" and (self.wrapped_at(call, arg.value) == NO or self.value_at(arg.value).not_wrapped):

@@ -857,7 +857,8 @@ class ObjectTracker:
                     kind = passed.get(param.name.value) or passed.get(str(position))
                     if kind == ACCELERATOR and param.name.value not in env:
                         env[param.name.value] = Value(is_acc=True, origin=param)  # what its callers pass
-                    elif kind and param.name.value not in env and not _expects_wrapper(param):
+                    elif kind and not kind.startswith("rank:") and param.name.value not in env \
+                            and not _expects_wrapper(param):  # (a rank passed there is the rank model's)
                         env[param.name.value] = Value(kind=kind, prepared=YES, origin=param)
         return env
 

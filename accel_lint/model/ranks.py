@@ -277,7 +277,23 @@ class RankEvaluator:
             self._passed[key] = None  # recursion guard
             self._passed[key] = self._passed_vector(fn, name.value, depth)
         vector = self._passed[key]
-        return None if vector is None else vector[self.classes.index(cls)]
+        if vector is None:
+            return self._rank_passed_from_another_module(fn, name.value, cls)
+        return vector[self.classes.index(cls)]
+
+    def _rank_passed_from_another_module(self, fn: cst.FunctionDef, pname: str, cls: RankClass) -> Any:
+        """A parameter of a module function that callers in other modules of the tree pass a rank
+        or a rank predicate (``save_states(..., process_index=self.process_index)``), never
+        rebound here: that rank; ``None`` otherwise."""
+        info = self.index.functions[fn]
+        passed = self.objects.incoming.get(info.qualname) if info.class_name is None else None
+        if not passed or pname in self._assigned_in(fn):
+            return None
+        names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+        role = passed.get(pname) or (passed.get(str(names.index(pname))) if pname in names else None)
+        if role is None or not role.startswith(RANK_PASSED):
+            return None
+        return _imported_role(role.removeprefix(RANK_PASSED), cls)
 
     def _passed_vector(self, fn: cst.FunctionDef, pname: str, depth: int) -> tuple | None:
         info = self.index.functions[fn]
@@ -528,6 +544,10 @@ def _compare(op, left: Any, right: Any) -> Any:
         return op(left, right)
     except TypeError:
         return UNIFORM
+
+
+# how the engine says a caller in another module passes a parameter a rank: "rank:<role>"
+RANK_PASSED = "rank:"
 
 
 def _imported_role(where: str, cls: RankClass) -> Any:
