@@ -294,6 +294,16 @@ GIT_CORPORA = {
     "supervoice-flow-tts": ("ex3ndr/supervoice", "2840683d9ef8ff9075e212199c17d14febecb265", None),
     "generative-rec-benchmark": ("cynthia-shengjia/Generative-Recommendation-Benchmark", "fbbb1106dd33313d77aaa575dc28e35a7c48ec95", None),
     "accelerate-asr-conformer": ("sooftware/accelerate-asr", "9ed557186a3534fa66327eeb4b6e927882fd9e60", None),
+    # batch 24 (2026-11-29, fifteenth session): first contact recorded at 7af43ad, the session's start
+    "eagle-speculative-decoding-draft-head": ("SafeAILab/EAGLE", "cb7e0841fe0c206c6ed74a197ad5e2a1f13f5a2b", None),
+    "rqvae-generative-retrieval-recommender": ("EdoardoBotta/RQ-VAE-Recommender", "0e4ae0c036c291cf6c900ea198641341553080a0", None),
+    "avdc-video-diffusion-robot-planning": ("flow-diffusion/AVDC", "176fbe1352a869d77855fe17ab0ddc82c440dc4b", None),
+    "tdpo-temporal-diffusion-reward-finetuning": ("ZiyiZhang27/tdpo", "e9c58cf65b47ab4e50d31fe60b371591765271ba", None),
+    "rankgpt-llm-reranker-distillation": ("sunnweiwei/RankGPT", "0d62bc3855c7c118048a7c47c18e719b938e291a", None),
+    "async-rlhf-online-dpo-rloo": ("mnoukhov/async_rlhf", "55985292adc6f3a0df575d454253407268de1406", None),
+    "consisid-identity-preserving-video-gen": ("PKU-YuanGroup/ConsisID", "60429e4b0d24d36ce8df7fb58f7ab42b86e2b70e", None),
+    "geowizard-diffusion-depth-normal": ("fuxiao0719/GeoWizard", "deee629b10baf944452a99a393ac818fbec86363", None),
+    "diffrhythm-latent-diffusion-song-gen": ("ASLP-lab/DiffRhythm", "28ad63c0f096fe2ee258bcabbcf081d5d9366afd", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
