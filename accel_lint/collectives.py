@@ -75,13 +75,17 @@ WAITS_FOR_CALLERS: Final = "WAITS_FOR_CALLERS"
 # process group (`def train(self): ...; self.accelerator.end_training()`); its detail is their
 # names, space-separated
 ENDING_METHODS: Final = "ENDING_METHODS"
+# not a collective: a model class of another module with methods that return what its own
+# `generate()` returned (`def my_generate(self, ids): ...; return self.generate(ids, ...)`); its
+# detail is their names, space-separated
+GENERATING_METHODS: Final = "GENERATING_METHODS"
 # what a module summary may say of a name that is not an op it performs
-NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, WAITS_FOR_CALLERS, ENDING_METHODS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
+NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
                             RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
                             WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
                             STARTS_TRACKER, REPLACES_PRINT})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
-MADE_FACTS: Final = frozenset({RETURNS_KIND, ENDING_METHODS, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
+MADE_FACTS: Final = frozenset({RETURNS_KIND, ENDING_METHODS, GENERATING_METHODS, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
                                RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
                                WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT})
 

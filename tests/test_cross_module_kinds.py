@@ -962,3 +962,45 @@ def test_a_rank_handed_to_a_helper_of_another_module_is_a_rank_there(tmp_path: P
     (tmp_path / "saver.py").write_text(SAVER)
     _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
     assert [(d["path"], d["line"]) for d in found] == [("states.py", 9)], found
+
+
+CHAT_MODEL = """\
+from transformers import T5ForConditionalGeneration
+
+
+class ChatModel(T5ForConditionalGeneration):
+    def my_generate(self, input_ids, max_len=64):
+        result = self.generate(inputs=input_ids, max_new_tokens=max_len)
+        return result
+
+    def my_logits(self, input_ids):
+        return self(input_ids).logits
+"""
+
+CHAT_EVAL = """\
+from accelerate import Accelerator
+from chat_model import ChatModel
+
+
+def evaluate(accelerator: Accelerator, model: ChatModel, loader):
+    for batch in loader:
+        outputs = accelerator.unwrap_model(model).my_generate(batch["input_ids"])
+        outputs = accelerator.gather_for_metrics(outputs)
+        logits = accelerator.gather_for_metrics(model.my_logits(batch["input_ids"]))
+
+
+def main(config, data):
+    accelerator = Accelerator()
+    model, loader = accelerator.prepare(ChatModel(config), data)
+    evaluate(accelerator, model, loader)
+"""
+
+
+def test_a_model_method_of_another_module_that_returns_its_generate_output_is_generated(tmp_path: Path):
+    # `my_generate` returns what the model's own generate() returned: its length is each rank's;
+    # `my_logits` returns the forward's logits, of the batch's fixed shape
+    (tmp_path / "chat_model.py").write_text(CHAT_MODEL)
+    (tmp_path / "chat_eval.py").write_text(CHAT_EVAL)
+    _, found = json_findings("--no-cache", "--select", "AL204", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"]) for d in found] == [("chat_eval.py", 8)], found
+    assert "comes from `my_generate()`" in found[0]["message"]

@@ -47,7 +47,7 @@ from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comp
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
                            RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT,
-                           WAITS_FOR_CALLERS, ENDING_METHODS, NOT_OPS)
+                           WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, NOT_OPS)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
@@ -583,6 +583,9 @@ class FileModel:
             out.setdefault(name, []).append((WRITING_METHODS, detail))
         for name, methods in self.ending_methods().items():
             out.setdefault(name, []).append((ENDING_METHODS, " ".join(methods)))
+        for name, methods in self.generating_methods.items():
+            if self.index.classes[name].node in self.index.module.body:
+                out.setdefault(name, []).append((GENERATING_METHODS, " ".join(sorted(methods))))
         for name, detail in self.downloading_names().items():
             out.setdefault(name, []).append((DOWNLOADS, detail))
         for name, detail in self.tracker_starting_names().items():
@@ -930,6 +933,63 @@ class FileModel:
         known = [k for k in known if k is not None]
         return bool(known) and all(method in k for k in known)
 
+    @cached_property
+    def generating_methods(self) -> dict[str, frozenset[str]]:
+        """Class name -> its methods that return what the object's own ``generate()`` returned
+        (``result = self.generate(...); return result``): generated sequences, as long as each
+        rank's batch made them."""
+        found: dict[str, frozenset[str]] = {}
+        for name, cls in self.index.classes.items():
+            methods = frozenset(method for method, fn in cls.methods.items()
+                                if method != "generate" and self._returns_own_generate(fn))
+            if methods:
+                found[name] = methods
+        return found
+
+    def _returns_own_generate(self, fn: cst.FunctionDef) -> bool:
+        exprs = self.objects.summaries[fn].return_exprs
+        if not exprs:
+            return False
+        for expr in exprs:
+            if type(expr) is cst.Name:
+                bound = [n.value for n in self.index.walk(fn) if type(n) is cst.Assign and len(n.targets) == 1
+                         and type(n.targets[0].target) is cst.Name and n.targets[0].target.value == expr.value]
+                expr = bound[0] if len(bound) == 1 else expr
+            if not (type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "generate"
+                    and type(expr.func.value) is cst.Name and expr.func.value.value == "self"):
+                return False
+        return True
+
+    def generates(self, call: cst.Call) -> bool:
+        """``call`` is ``obj.method(...)`` where every class that may have made ``obj`` has
+        ``method`` return what its own ``generate()`` returned."""
+        if type(call.func) is not cst.Attribute:
+            return False
+        method = call.func.attr.value
+        classes = self._classes_of(call.func.value)
+        if not classes:
+            return False
+        for cls in classes:
+            local = self.generating_methods.get(cls)
+            said = [detail.split() for kind, detail in self.external.get(cls, ()) if kind == GENERATING_METHODS]
+            if not ((local is not None and method in local) or (said and method in said[0])):
+                return False
+        return True
+
+    def _classes_of(self, expr: cst.BaseExpression) -> set[str]:
+        """The classes that may have made ``expr``'s object: its makers' classes (through
+        ``unwrap_model``); empty when one is unknown."""
+        if self.is_unwrap_call(expr):
+            return self._classes_of(expr.args[0].value)
+        origins, _ = self._origins_of(expr)
+        classes = set()
+        for origin in origins:
+            made = self._class_made_by(origin)
+            if made is None:
+                return set()
+            classes.add(made)
+        return classes
+
     def _through_self_returning(self, call: cst.Call) -> cst.BaseExpression:
         """The outermost call of a chain of methods that return the object itself on ``call``'s
         result (``KGPrompt(...).to(device).train()``), or ``call``."""
@@ -1094,6 +1154,7 @@ class FileModel:
         # what its methods do matters where the model is used
         pretrained = {name.rpartition(".")[0] for call in self.index.calls
                       if (name := dotted_name(call.func)) is not None and name.endswith(".from_pretrained")}
+
         # any other imported call with arguments: it may write a file (`save_json(preds, out)`)
         called = {name for call in self.index.calls
                   if analysed and call.args and from_another_module(name := dotted_name(call.func))}

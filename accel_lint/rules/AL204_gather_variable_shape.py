@@ -16,7 +16,9 @@ class GatherVariableShape(Rule):
     ## What it does
     Flags `accelerator.gather(...)`, `gather_for_metrics(...)`, `reduce(...)` or
     `broadcast(...)` of the output of `.generate(...)` (directly, or through the name it was
-    assigned to) when it was not passed through `accelerator.pad_across_processes` first and
+    assigned to), or of a model method that returns its own `generate()` output (`def
+    my_generate(self, ids): ...; return self.generate(ids, ...)`, in a class of this module or of
+    another of the tree), when it was not passed through `accelerator.pad_across_processes` first and
     `use_gather_object=True` is not set. This is a heuristic: only `generate()` output is
     recognized as variable-length (sequence tensors of dynamically padded batches are not yet).
     Also flags `gather`/`gather_for_metrics` of a Python list filled item by item where an item
@@ -84,6 +86,18 @@ class GatherVariableShape(Rule):
         gathered = accelerator.gather_for_metrics(tokens)  # expect: AL204
         all_tokens = accelerator.gather(model.generate(**batch))  # expect: AL204
         """,
+        # a method of the model class that returns its own generate() output
+        """\
+        from accelerate import Accelerator
+        from transformers import T5ForConditionalGeneration
+        class Chat(T5ForConditionalGeneration):
+            def reply(self, ids):
+                out = self.generate(inputs=ids, max_new_tokens=32)
+                return out
+        accelerator = Accelerator()
+        model = accelerator.prepare(Chat(config))
+        tokens = accelerator.gather_for_metrics(accelerator.unwrap_model(model).reply(ids))  # expect: AL204
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -123,23 +137,25 @@ class GatherVariableShape(Rule):
             made = _generate_call(model, tensor)
             if made is not None:
                 acc = model.code(func.value)
-                yield Finding(call, f"`{model.code(tensor)}` comes from `generate()`, whose length differs from rank "
+                yield Finding(call, f"`{model.code(tensor)}` comes from `{made.func.attr.value}()`, whose length differs from rank "
                                     f"to rank; `{func.attr.value}` needs the same shape everywhere (gloo aborts, NCCL "
                                     f"hangs or truncates); call `{acc}.pad_across_processes(..., dim=1)` first",
                               evidence=((made, f"made by `{shorten(model.code(made))}`: generated sequences, "
-                                               f"whose length depends on this rank's batch"),))
+                                               f"whose length depends on this rank's batch" + (
+                                                   "" if made.func.attr.value == "generate" else
+                                                   f" (`{made.func.attr.value}` returns its model's own "
+                                                   f"`generate()` output)")),))
 
 
 def _generate_call(model: FileModel, expr: cst.BaseExpression) -> cst.Call | None:
-    """The ``generate()`` call whose output ``expr`` is, directly or through a name."""
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "generate":
-        return expr
+    """The ``generate()`` call whose output ``expr`` is, directly or through a name; or the call
+    of a model method that returns its own ``generate()``'s output (``model.my_generate(...)``)."""
     if isinstance(expr, cst.Name):
         value = model.value_at(expr)
-        origin = value.origin if value is not None else None
-        if isinstance(origin, cst.Call) and isinstance(origin.func, cst.Attribute) \
-                and origin.func.attr.value == "generate":
-            return origin
+        expr = value.origin if value is not None else None
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and (
+            expr.func.attr.value == "generate" or model.generates(expr)):
+        return expr
     return None
 
 
