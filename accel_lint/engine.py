@@ -879,8 +879,8 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
             if "@guard" in passed:  # the guard's line, in the caller's file
                 line, _, test = passed["@guard"].partition("|")
                 passed = {**passed, "@guard": f"{os.path.relpath(path)}:{line}|{test}"}
-            if "@unguarded" in passed:  # the call's line, in the caller's file
-                passed = {**passed, "@unguarded": f"{os.path.relpath(path)}:{passed['@unguarded']}"}
+            if "@runs-it" in passed:  # the call's line, in the caller's file
+                passed = {**passed, "@runs-it": f"{os.path.relpath(path)}:{passed['@runs-it']}"}
             for candidate in _module_files(here, level, module):
                 if candidate.endswith("__init__.py"):
                     # a package that re-exports a function of one of its modules: the callers'
@@ -905,9 +905,10 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
             passed = functions[name]
             guarded = "@called" in passed and "@unguarded" not in passed
             passed.pop("@called", None)
-            unguarded = passed.pop("@unguarded", None)
-            if unguarded is not None and name in waiting.get(path, ()):
-                passed["@every-rank"] = unguarded
+            passed.pop("@unguarded", None)
+            runs_it = passed.pop("@runs-it", None)
+            if runs_it is not None and name in waiting.get(path, ()):
+                passed["@every-rank"] = runs_it
             where = passed.pop("@guard", None)
             if guarded and path in every_rank_findings:
                 passed["@guarded"] = "yes"

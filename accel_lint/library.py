@@ -62,6 +62,9 @@ class Library:
     trackers: frozenset[str] = frozenset()  # calls that log to an experiment tracker
     tracker_starts: frozenset[str] = frozenset()  # of those, the ones that create a run
     tracker_writers: frozenset[str] = frozenset()  # of those, the ones whose result logs by `add_*`
+    tracker_ends: frozenset[str] = frozenset()  # of those, the ones that end this rank's run
+    # the current run of a tracker (`wandb.run`; `mlflow.active_run()`): `None` on a rank that started none
+    tracker_runs: frozenset[str] = frozenset()
     # objects whose method writes a file, by the call that makes them: qualified maker ->
     # (the writing method, how it writes, the object's methods that return another such object)
     writer_objects: dict[str, tuple[str, WriteModel, frozenset[str]]] = field(default_factory=dict)
@@ -95,6 +98,8 @@ class Library:
             trackers=self.trackers,
             tracker_starts=self.tracker_starts,
             tracker_writers=self.tracker_writers,
+            tracker_runs=self.tracker_runs,
+            tracker_ends=self.tracker_ends,
             writer_objects=self.writer_objects,
         )
 
@@ -134,6 +139,8 @@ def default_library() -> Library:
         trackers=frozenset(data.get("trackers", {})),
         tracker_starts=frozenset(name for name, row in data.get("trackers", {}).items() if row.get("starts")),
         tracker_writers=frozenset(name for name, row in data.get("trackers", {}).items() if row.get("writer")),
+        tracker_runs=frozenset(data.get("tracker-runs", {}).get("handles", ())),
+        tracker_ends=frozenset(name for name, row in data.get("trackers", {}).items() if row.get("ends")),
     )
 
 

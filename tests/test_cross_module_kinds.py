@@ -1004,3 +1004,100 @@ def test_a_model_method_of_another_module_that_returns_its_generate_output_is_ge
     _, found = json_findings("--no-cache", "--select", "AL204", ".", cwd=tmp_path)
     assert [(d["path"], d["line"]) for d in found] == [("chat_eval.py", 8)], found
     assert "comes from `my_generate()`" in found[0]["message"]
+
+
+TUPLE_DATASETS = """\
+from torch.utils.data import DataLoader
+
+
+def prepare_dataset(root, batch_size):
+    train_loader = DataLoader(Folder(root), batch_size=batch_size, shuffle=True)
+    return train_loader, {"root": root}
+"""
+
+STEPS = """\
+import math
+from accelerate import Accelerator
+from diffusers.optimization import get_scheduler
+from datasets_util import prepare_dataset
+
+accelerator = Accelerator()
+train_loader, config = prepare_dataset("data", 8)
+steps = args.epochs * math.ceil(len(train_loader) / args.accumulation)
+scheduler = get_scheduler("cosine", optimizer=optimizer, num_warmup_steps=0,
+                          num_training_steps=steps * accelerator.num_processes)
+model, optimizer, train_loader, scheduler = accelerator.prepare(model, optimizer, train_loader, scheduler)
+for batch in train_loader:
+    accelerator.backward(model(batch).sum())
+    optimizer.step()
+    scheduler.step()
+"""
+
+
+def test_a_loader_returned_in_a_tuple_by_another_module_carries_its_length(tmp_path: Path):
+    # `prepare_dataset` returns the loader beside a config dict: the first item is a loader, so
+    # the horizon taken from its length before prepare, times the processes, is too long
+    (tmp_path / "datasets_util.py").write_text(TUPLE_DATASETS)
+    (tmp_path / "train.py").write_text(STEPS)
+    _, found = json_findings("--no-cache", "--select", "AL202", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"]) for d in found] == [("train.py", 10)], found
+
+
+VENDORED = """\
+import torch.distributed as dist
+
+
+class Accelerator:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+    @property
+    def is_main_process(self):
+        return dist.get_rank() == 0
+
+    def wait_for_everyone(self):
+        dist.barrier()
+
+    def gather_for_metrics(self, x):
+        return x
+
+    def prepare_model(self, model):
+        return model
+
+    def end_training(self):
+        dist.destroy_process_group()
+
+    def get_state_dict(self, model):
+        return model.state_dict()
+
+    def save_state(self, path=None):
+        self.wait_for_everyone()
+
+
+class Helper:
+    def wait_for_everyone(self):
+        pass
+"""
+
+VENDORED_USER = """\
+from my_pkg.accel import Accelerator, Helper
+
+accelerator = Accelerator(mixed_precision="fp16")
+helper = Helper()
+for epoch in range(3):
+    if accelerator.is_main_process:
+        accelerator.save_state()
+        helper.wait_for_everyone()
+"""
+
+
+def test_a_vendored_copy_of_the_accelerator_class_makes_accelerators(tmp_path: Path):
+    # the class defines the accelerator's own protocol (is_main_process, wait_for_everyone,
+    # gather_for_metrics, end_training, ...): its instances are accelerators where they are made;
+    # a class with one such member is not
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "accel.py").write_text(VENDORED)
+    (tmp_path / "train.py").write_text(VENDORED_USER)
+    _, found = json_findings("--no-cache", "--select", "AL301,AL302", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 7, "AL302")], found

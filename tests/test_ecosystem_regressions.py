@@ -2178,6 +2178,83 @@ CASES = {
             model, loader = accelerator.prepare(AutoModel.from_pretrained("m"), data)
             Trainer(model, AutoTokenizer.from_pretrained("m"), make_processor(), accelerator).fit(loader)
         """, [(14, "AL401")]),
+    # A GAN-style trainer keeps its networks, built from classes of an outside package, in an
+    # attribute dict and prepares them item by item. Which kind each item is the file does not
+    # show; clipping the gradients through one item's `.parameters()` says it is a module, and
+    # it went through prepare: AL103. A dict prepared on one path only stays unknown.
+    "outside_networks_in_a_dict_prepared_item_by_item_are_clipped_raw": ("""
+        import torch
+        from accelerate import Accelerator
+        from munch import Munch
+        from codec.model import Encoder, Discriminator
+
+        def train(loader, resume):
+            accelerator = Accelerator()
+            nets = Munch(encoder=Encoder(), disc=Discriminator())
+            for key in nets:
+                nets[key] = accelerator.prepare(nets[key])
+            other = Munch(encoder=Encoder())
+            if resume:
+                for key in other:
+                    other[key] = accelerator.prepare(other[key])
+            for batch in loader:
+                loss = nets.disc(nets.encoder(batch)).mean()
+                accelerator.backward(loss)
+                torch.nn.utils.clip_grad_norm_(nets.disc.parameters(), 10.0)
+                torch.nn.utils.clip_grad_norm_(other.encoder.parameters(), 10.0)
+        """, [(18, "AL103")]),
+    # A distillation script keeps the loader prepare returns in `_` and iterates its own: each rank
+    # walks the whole loader (its sampler has one replica) and keeps its own slice of every batch.
+    # The raw loader is what runs, so its length is the right horizon, nothing is sharded twice,
+    # and the manual split is the sharding. The prepared model is a DeepSpeed engine whose own
+    # save_checkpoint the script calls.
+    "a_prepared_loader_thrown_away_and_batches_split_by_hand": ("""
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, DistributedSampler
+        from transformers import AutoModelForCausalLM
+
+        def train(dataset, split):
+            accelerator = Accelerator(gradient_accumulation_steps=2)
+            model = AutoModelForCausalLM.from_pretrained("m")
+            loader = DataLoader(dataset, sampler=DistributedSampler(dataset, num_replicas=1, rank=0))
+            optimizer = torch.optim.AdamW(model.parameters())
+            model, optimizer, _ = accelerator.prepare(model, optimizer, loader)
+            for epoch in range(3):
+                for batch in tqdm(loader, total=len(loader)):
+                    batch = {k: split(v, accelerator.process_index, accelerator.num_processes) for k, v in batch.items()}
+                    accelerator.backward(model(**batch).loss)
+                    optimizer.step()
+                accelerator.wait_for_everyone()
+                model.save_checkpoint(f"out/{epoch}")
+        """, []),
+    # A trainer subclass logs a table only where the tracker has a run (the trainer's callback
+    # starts it on the main process), and every rank ends its run; a run started on every rank
+    # is still one per rank.
+    "logging_where_a_tracker_run_exists": ("""
+        import wandb
+        from accelerate import Accelerator
+
+        def evaluate(table):
+            accelerator = Accelerator()
+            accelerator.wait_for_everyone()
+            if wandb.run is not None:
+                wandb.log({"completions": table})
+            wandb.finish()
+            wandb.init(project="p")
+        """, [(10, "AL402")]),
+    # A link to the last checkpoint made on every rank: the ranks that lose the race raise
+    # FileExistsError.
+    "a_symlink_made_on_every_rank": ("""
+        import os
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        os.symlink("checkpoint-100", "latest")
+        if accelerator.is_main_process:
+            os.symlink("checkpoint-100", "latest-main")
+        """, [(6, "AL401")]),
 }
 
 

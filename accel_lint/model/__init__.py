@@ -285,6 +285,17 @@ class FileModel:
             return v.kind
         return None
 
+    def is_prepared_module(self, expr: cst.BaseExpression) -> bool:
+        """``expr`` holds a prepared model on every path: one the file knows is a model, or an
+        object of a kind it does not show that went through ``prepare`` on every path and is
+        used as a module (``nets.disc.parameters()`` where ``nets[k] = accelerator.prepare(nets[k])``
+        for each item of a dict of outside classes)."""
+        if self.prepared_kind(expr) == "model":
+            return True
+        value = self.value_at(expr)
+        return value is not None and value.prepared_unknown_kind and value.prepared == MAYBE \
+            and self.objects.module_evidence(expr, self.scope_of(expr)) is not None
+
     def kind_given_to_prepare(self, call: cst.Call, arg: cst.BaseExpression) -> str | None:
         """The kind of object ``arg`` is, as ``prepare`` sees it: from the method
         (``prepare_model``), how the object was made, or its parameters feeding an optimizer;
@@ -468,6 +479,9 @@ class FileModel:
         name = dotted_name(origin.func)
         if name is not None and any(kind == RETURNS_SHARDING_SAMPLER for kind, _ in self.external.get(name, ())):
             return True
+        if any(a.keyword is not None and a.keyword.value == "num_replicas" and type(a.value) is cst.Integer
+               and a.value.evaluated_value == 1 for a in origin.args):
+            return False  # `DistributedSampler(ds, num_replicas=1, rank=0)`: one part, the whole dataset
         return self._class_shards(self.index.imports.qualify_expr(origin.func) or "", name, 0)
 
     def sharding_sampler_functions(self) -> set[str]:
@@ -528,12 +542,28 @@ class FileModel:
                 ops = [*ops, (RANK_PREDICATE, where)]
             if ops:
                 out[name] = ops
+        for name in self.accelerator_classes():
+            out.setdefault(name, []).append((ACCELERATOR_FACTORY, ""))
         for name, facts in self.made_facts().items():
             known = out.get(name, [])
             out[name] = [*known, *(fact for fact in facts if fact not in known)]  # a predicate both say once
         for name in self.helpers_waiting_for_callers():
             out.setdefault(name, []).append((WAITS_FOR_CALLERS, ""))
         return out
+
+    # how many members only Accelerate's accelerator has make a class one (a vendored, modified
+    # copy of `Accelerator`)
+    _PROTOCOL_MEMBERS_OF_AN_ACCELERATOR = 5
+
+    def accelerator_classes(self) -> list[str]:
+        """Top-level classes of this module that define the accelerator's own protocol (the
+        library table's ``accelerator-protocol``: ``wait_for_everyone``, ``gather_for_metrics``,
+        ``is_main_process``, ...): a vendored copy of ``Accelerator``, whose instances the
+        modules that import it use as accelerators."""
+        protocol = self.library.accelerator_protocol
+        return sorted(name for name, cls in self.index.classes.items()
+                      if cls.node in self.index.module.body
+                      and len(protocol & set(cls.methods)) >= self._PROTOCOL_MEMBERS_OF_AN_ACCELERATOR)
 
     def helpers_waiting_for_callers(self) -> list[str]:
         """Module functions of this Accelerate file with a write no rank guard holds, that
@@ -1055,7 +1085,7 @@ class FileModel:
 
     # keys of a prepared_arguments() entry that are not parameters: every call of the function
     # from this file, and the calls that run on every rank
-    CALLED, UNGUARDED, GUARDED_BY = "@called", "@unguarded", "@guard"
+    CALLED, UNGUARDED, GUARDED_BY, RUNS_IT = "@called", "@unguarded", "@guard", "@runs-it"
     # in ``incoming``: a caller in another module runs the function on every rank (its place)
     EVERY_RANK = "@every-rank"
 
@@ -1080,8 +1110,13 @@ class FileModel:
                 continue
             passed = {self.CALLED: "yes"}
             guard = self.rank_guard_of(call)
-            if guard is None and self.runs_on_every_rank(self.index.scope_of(call)):
-                passed[self.UNGUARDED] = str(self.line_of(call))
+            scope = self.index.scope_of(call)
+            if guard is None and self.runs_on_every_rank(scope):
+                passed[self.UNGUARDED] = "yes"
+                if isinstance(scope, cst.Module) or self.index.functions[scope].class_name is None:
+                    # where a script's code or function runs a helper on every rank (a library
+                    # class's method, on every rank only by what it uses, does not say so)
+                    passed[self.RUNS_IT] = str(self.line_of(call))
             elif guard is not None:  # where, for a finding in the helper that only its callers' guard explains
                 passed[self.GUARDED_BY] = f"{self.line_of(guard.node)}|{shorten(self.code(guard.condition))}"
             for position, arg in enumerate(call.args):
@@ -1567,6 +1602,8 @@ class FileModel:
         if value.kind == "model" and value.prepared_at is not None:
             argument = value.prepared_at.args[0].value if value.prepared_at.args else expr
             use = self.objects.module_evidence(argument, self.scope_of(value.prepared_at))
+        elif value.prepared_unknown_kind:
+            use = self.objects.module_evidence(expr, self.scope_of(expr))  # what tells it is a module
         # the kind is stated on the fact that decided it: how the object was made, or its use
         what = "" if use is not None or not value.kind else f": a {value.kind}"
         for origin in sorted(value.origins(), key=lambda n: self.line_of(n))[:3]:
@@ -1579,7 +1616,8 @@ class FileModel:
         if use is not None:
             out.append((use, f"used as a module (`{shorten(self.code(use))}`): a model"))
         if value.prepared_at is not None:
-            wrapped = "not wrapped" if value.not_wrapped else "returned wrapped"
+            wrapped = "not wrapped" if value.not_wrapped else "was given it" if value.prepared_unknown_kind \
+                else "returned wrapped"
             out.append((value.prepared_at, f"`{shorten(self.code(value.prepared_at.func))}(...)` {wrapped} here"))
         return out
 

@@ -86,6 +86,9 @@ class Value:
     items: tuple | None = None
     # a dict whose items are read as attributes too (`nets = Munch(gen=G())`: `nets.gen`)
     attribute_items: bool = False
+    # passed through `prepare` on every path, as an object of a kind the file does not show (a
+    # class of an outside package): what is done with it later may tell (`.parameters()`: a module)
+    prepared_unknown_kind: bool = False
 
     def origins(self) -> frozenset:
         """Every creation expression this value may hold."""
@@ -104,6 +107,8 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         v = a or b
         if v is not None and v.prepared == YES:
             return replace(v, prepared=MAYBE)
+        if v is not None and v.prepared_unknown_kind:
+            return replace(v, prepared_unknown_kind=False)  # (not prepared on the other path)
         return v
     if a == b:
         return a
@@ -125,6 +130,7 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         if a.elements is not None and b.elements is not None and len(a.elements) == len(b.elements) else None,
         items=_merge_items(a.items, b.items),
         attribute_items=a.attribute_items and b.attribute_items,
+        prepared_unknown_kind=a.prepared_unknown_kind and b.prepared_unknown_kind,
     )
 
 
@@ -149,7 +155,8 @@ Env = dict[str, Value]
 
 def _empty(value: Value) -> bool:
     """A container nothing was put in yet (``loaders = {}``)."""
-    return value.container and value.kind is None and not value.is_acc and not value.origins()
+    return value.container and value.kind is None and not value.is_acc and not value.origins() \
+        and not value.prepared_unknown_kind
 
 
 def _merge_envs(a: Env | None, b: Env | None) -> Env | None:
@@ -1117,6 +1124,9 @@ class ObjectTracker:
             return Value(kind=COMPOSITE, origin=call)
         if name in self.returned_kinds:  # made by a function or class of another module of the tree
             holder, _, kind = self.returned_kinds[name].rpartition(":")
+            if holder == "tuple":  # `return train_loader, config`: what each item is ("-": unknown)
+                return Value(origin=call, elements=tuple(Value(kind=k, origin=call) if k != "-" else None
+                                                         for k in kind.split(",")))
             if holder:  # a dict of such objects (its items read as attributes too, for a Munch)
                 return Value(kind=kind, origin=None, alternatives=frozenset({call}), container=True,
                              attribute_items=holder == "attribute-dict")
@@ -1152,6 +1162,13 @@ class ObjectTracker:
                 elif returned.items is not None or returned.attribute_items:
                     # `def build_model(): return Munch(gen=G(), disc=D())`: a dict of such objects
                     found[name] = ("attribute-dict:" if returned.attribute_items else "dict:") + returned.kind
+            elif returned is not None and returned.elements is not None and not returned.is_acc and any(
+                    e is not None and e.kind in _OBJECT_KINDS and e.prepared == NO and not e.container and not e.is_acc
+                    for e in returned.elements):
+                # `return train_loader, config`: a new object of a known kind in some places
+                found[name] = "tuple:" + ",".join(
+                    e.kind if e is not None and e.kind in _OBJECT_KINDS and e.prepared == NO and not e.container
+                    and not e.is_acc else "-" for e in returned.elements)
             elif self._returns_a_used_module(fn):
                 found[name] = "model"
         for name, cls in self.index.classes.items():
@@ -1336,11 +1353,27 @@ class ObjectTracker:
             kind = "model"  # used as a module: it is one
         return kind if kind in WRAPPED_KINDS else None
 
+    def discarded_results(self, call: cst.Call) -> frozenset[int]:
+        """The positions of ``prepare``'s arguments whose results the assignment throws away
+        (bound to ``_``): the objects given there are not what the program goes on to use."""
+        assign = self.index.parents.get(call)
+        if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, (cst.Tuple, cst.List))):
+            return frozenset()
+        elements = assign.targets[0].target.elements
+        if any(isinstance(e, cst.StarredElement) for e in elements) or any(a.star for a in call.args) \
+                or len(elements) != len(call.args):
+            return frozenset()
+        return frozenset(i for i, e in enumerate(elements) if isinstance(e.value, cst.Name) and e.value.value == "_")
+
     def _prepared(self, call: cst.Call, arg: cst.BaseExpression, env: Env) -> Value:
         inner = self.value_of(arg, env)
-        if inner is not None:
-            self._current.prepared_origins.update(inner.origins())
-        self._current.prepared_origins.add(arg)
+        discarded = self.discarded_results(call)
+        if not any(a.value is arg for i, a in enumerate(call.args) if i in discarded):
+            # (what `_` gets is nothing the program reads: its object was not prepared for it)
+            if inner is not None:
+                self._current.prepared_origins.update(inner.origins())
+            self._current.prepared_origins.add(arg)
         if inner is not None and (inner.container or inner.is_acc or inner.kind == COMPOSITE):
             # a dict or list of objects, or an object of a class that is no module, optimizer,
             # DataLoader or scheduler, comes back unchanged: prepare wraps none of them
@@ -1351,7 +1384,8 @@ class ObjectTracker:
             # unchanged; of an object of unknown kind nothing is known: it may or may not have been
             # wrapped, and no rule reports on it
             return Value(prepared=MAYBE, origin=inner.origin if inner else arg,
-                         alternatives=inner.alternatives if inner else frozenset(), prepared_at=call)
+                         alternatives=inner.alternatives if inner else frozenset(), prepared_at=call,
+                         prepared_unknown_kind=inner is None or (inner.kind is None and inner.prepared == NO))
         not_wrapped = bool(inner and inner.frozen) or any(
             a.keyword is not None and a.keyword.value == "evaluation_mode" and isinstance(a.value, cst.Name) and a.value.value == "True"
             for a in call.args
@@ -1467,7 +1501,10 @@ class ObjectTracker:
             owner = self.value_of(func.value, env)
             if owner is not None and owner.is_acc and method in PREPARE_METHODS:
                 self._current.prepare_calls.append(call)
-                for arg in call.args:
+                discarded = self.discarded_results(call)
+                for position, arg in enumerate(call.args):
+                    if position in discarded:
+                        continue  # `model, opt, _ = prepare(model, opt, loader)`: the loader stays as it was
                     inner = self.value_of(arg.value, env)
                     if inner is not None:
                         self._current.prepared_origins.update(inner.origins())
@@ -1805,11 +1842,21 @@ class ObjectTracker:
         base, call = found
         owner = self.value_of(call.func.value, before)
         held = before.get(base)
-        if owner is None or not owner.is_acc or held is None:
+        if owner is None or not owner.is_acc:
+            return
+        if held is None or (not held.container and held.kind is None and not held.is_acc and held.items is None):
+            # a mapping the file does not show the items of (a Munch of outside classes another
+            # module built): each item, read by key or as an attribute, went through prepare
+            out[base] = Value(container=True, attribute_items=True, prepared=MAYBE, prepared_unknown_kind=True,
+                              prepared_at=call)
             return
         def prepared(value: Value | None) -> Value | None:
             if value is None or value.kind not in WRAPPED_KINDS or value.is_acc:
-                return None
+                # of an object the file does not show the kind of: prepared, kind unknown
+                unknown = value is None or (value.kind is None and not value.is_acc and not value.container
+                                            and value.prepared == NO)
+                return Value(prepared=MAYBE, prepared_at=call, prepared_unknown_kind=True,
+                             origin=value.origin if value is not None else None) if unknown else None
             return replace(value, prepared=YES, prepared_at=call)
         if held.container:
             whole = prepared(replace(held, container=False, items=None))

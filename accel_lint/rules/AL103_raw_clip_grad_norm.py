@@ -124,7 +124,7 @@ def _from_prepared(model: FileModel, expr: cst.BaseExpression) -> bool:
     """``model.parameters()`` of a prepared model, or anything reading a prepared optimizer."""
     for call in model.calls_in(expr) + ([expr] if isinstance(expr, cst.Call) else []):
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "parameters" \
-                and model.prepared_kind(call.func.value) == "model":
+                and model.is_prepared_module(call.func.value):
             return True
     return any(model.prepared_kind(n) == "optimizer" for n in model.index.loads_in(expr))
 

@@ -286,6 +286,8 @@ for batch in eval_dl:  # expect: AL201
                     # an evaluation only some ranks run (main-only evaluation): sharding its
                     # loader would make it see a part of the data, and nothing counts twice
                     continue
+                if _splits_each_batch_by_rank(model, loop):
+                    continue  # each rank keeps its own slice of every batch: sharded by hand
                 acc = model.accelerator_name_in(model.scope_of(loop))
                 name = shorten(model.code(loader))
                 where = "a training" if train else "an evaluation"
@@ -323,6 +325,20 @@ for batch in eval_dl:  # expect: AL201
         for arg in inner:
             evidence += _loader_evidence(model, arg)
         yield Finding(loop.iter, _message(what, train), None if train else "warning", evidence=tuple(evidence))
+
+
+def _splits_each_batch_by_rank(model: FileModel, loop: cst.For) -> bool:
+    """The loop rebinds its batch from an expression that reads the rank (``batch = {k:
+    split(v, accelerator.process_index, accelerator.num_processes) for k, v in batch.items()}``):
+    every rank iterates the whole loader and keeps its own part of each batch."""
+    if type(loop.target) is not cst.Name:
+        return False
+    batch = loop.target.value
+    for node in model.index.walk(loop.body):
+        if type(node) is cst.Assign and any(type(t.target) is cst.Name and t.target.value == batch
+                                             for t in node.targets) and model.reads_rank(node.value):
+            return True
+    return False
 
 
 def _held(model: FileModel, arg: cst.BaseExpression) -> Value | None:

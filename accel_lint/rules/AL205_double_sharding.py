@@ -16,7 +16,9 @@ class DoubleSharding(Rule):
     rank: a `DistributedSampler` as its sampler, a dataset from `ds.shard(num_shards=...,
     index=<rank>)`, or a slice that starts at the rank (`data[rank::world_size]`).
     Not flagged: per-rank splits used without `prepare` (inference with
-    `split_between_processes`); rank slicing of seeds or file names.
+    `split_between_processes`); rank slicing of seeds or file names; `DistributedSampler(...,
+    num_replicas=1)` (one part: the whole dataset); a loader whose prepared result is thrown away
+    (`model, opt, _ = accelerator.prepare(model, opt, loader)`).
 
     ## Why is this bad?
     `prepare` shards the loader again (`BatchSamplerShard`/`IterableDatasetShard`) without
@@ -50,6 +52,16 @@ class DoubleSharding(Rule):
         train_dl = accelerator.prepare(DataLoader(train_ds, shuffle=True, batch_size=16))
         eval_dl = DataLoader(eval_ds, sampler=DistributedSampler(eval_ds))
         """,
+        # one replica is the whole dataset; and the loader prepare returned is thrown away
+        """\
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, DistributedSampler
+        accelerator = Accelerator()
+        loader = DataLoader(ds, sampler=DistributedSampler(ds, num_replicas=1, rank=0))
+        whole = DataLoader(ds, sampler=DistributedSampler(ds))
+        model, optimizer, _ = accelerator.prepare(model, optimizer, whole)
+        model, sharded = accelerator.prepare(model, loader)
+        """,
     ]
     INVALID = [
         """\
@@ -66,7 +78,10 @@ class DoubleSharding(Rule):
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for prepare in model.objects.prepare_calls:
-            for arg in prepare.args:
+            discarded = model.objects.discarded_results(prepare)
+            for position, arg in enumerate(prepare.args):
+                if position in discarded:
+                    continue  # the loader prepare returned is thrown away: the program iterates its own
                 loader = _loader_call(model, arg.value)
                 if loader is None:
                     continue

@@ -12,7 +12,7 @@ class UnguardedTracker(Rule):
 
     ## What it does
     In code that runs on every rank of an Accelerate program (outside rank guards and guarded
-    helpers), flags `wandb.init/log/finish/config.update`, `SummaryWriter(...)` (torch or
+    helpers), flags `wandb.init/log/config.update`, `SummaryWriter(...)` (torch or
     tensorboardX) and its `add_*` methods, `mlflow.start_run/log_*`, `comet_ml.Experiment`,
     `neptune.init_run`, `aim.Run`, `clearml.Task.init` and `swanlab.init`, and calls of functions
     and classes of other modules of the project that start such a run whenever they run (a
@@ -20,7 +20,10 @@ class UnguardedTracker(Rule):
     Not flagged: `accelerator.init_trackers/log/get_tracker` (main-process only by design);
     calls under `if accelerator.is_main_process:` or in `@accelerator.on_main_process`
     functions; W&B runs that log per rank on purpose (`mode="shared"`, or `group=` with the
-    rank in `name=`).
+    rank in `name=`); logging under a test of the tracker's current run (`if wandb.run is not
+    None:`, `if mlflow.active_run():`), which holds only where a run was started (HF's
+    `WandbCallback` starts it on the main process); `wandb.finish()` and `mlflow.end_run()`, which
+    end the rank's own run or do nothing where none was started.
 
     ## Why is this bad?
     Every rank creates its own run or event file (N duplicate runs in the dashboard), an
@@ -58,6 +61,15 @@ class UnguardedTracker(Rule):
     summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
 
     VALID = [
+        # logs only where a run exists: the trainer's callback started one on the main process
+        """\
+        import wandb
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        if wandb.run is not None:
+            wandb.log({"samples": table})
+        """,
         # one W&B run per rank in a group: the run's name is extended with the process index
         """\
         import wandb
@@ -114,6 +126,10 @@ class UnguardedTracker(Rule):
                     made_by = ((call, f"`{what}` starts a tracker's run whenever it runs: {start}"),)
             if what is None or model.under_rank_condition(call):
                 continue
+            if what in model.library.tracker_ends:
+                continue  # `wandb.finish()`: ends this rank's own run, or does nothing without one
+            if what not in model.library.tracker_starts and _only_where_a_run_exists(model, call):
+                continue  # `if wandb.run is not None: wandb.log(...)`: logs only where a run was started
             scope = model.scope_of(call)
             if not model.runs_on_every_rank(scope) or _per_rank_on_purpose(model, call) or model.single_process_at(call) or model.rank_undecided_at(call):
                 continue
@@ -138,6 +154,25 @@ def _tracker_call(model: FileModel, call: cst.Call) -> str | None:
         if isinstance(origin, cst.Call) and (model.index.imports.qualify_expr(origin.func) or "") in model.library.tracker_writers:
             return f"{model.code(func.value)}.{func.attr.value}"
     return None
+
+
+def _only_where_a_run_exists(model: FileModel, call: cst.Call) -> bool:
+    """``call`` is in the body of an ``if`` that tests a tracker's current run (``wandb.run is
+    not None``, ``if wandb.run:``; the library table's ``tracker-runs``)."""
+    child: cst.CSTNode = call
+    for parent in model.ancestors(call):
+        inside, child = child, parent
+        if not (isinstance(parent, cst.If) and inside is parent.body):
+            continue
+        test = parent.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+                and isinstance(test.comparisons[0].operator, cst.IsNot) and model.code(test.comparisons[0].comparator) == "None":
+            test = test.left
+        if isinstance(test, cst.Call) and not test.args:
+            test = test.func  # `mlflow.active_run()`
+        if (model.index.imports.qualify_expr(test) or "") in model.library.tracker_runs:
+            return True
+    return False
 
 
 def _per_rank_on_purpose(model: FileModel, call: cst.Call) -> bool:

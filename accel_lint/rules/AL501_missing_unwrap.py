@@ -21,6 +21,16 @@ _WRAPPER_API = frozenset({"_set_static_graph", "_get_ddp_logging_data", "reducer
                           # the engine's own DeepSpeed configuration, read where the code tested
                           # for the engine (`type(m).__name__ == "DeepSpeedEngine"`) to keep it
                           "config"})
+# what only DeepSpeed's engine has (a model never does): called on the prepared model, the
+# program means the engine
+_ENGINE_ONLY = frozenset({"save_checkpoint", "load_checkpoint"})
+
+
+def _a_class_here_defines(model: FileModel, method: str) -> bool:
+    """Some class of this file defines ``method`` (a model with its own ``save_checkpoint``)."""
+    return any(method in cls.methods for cls in model.index.classes.values())
+
+
 _MODULE_API = frozenset({
     "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
     "named_children", "modules", "named_modules", "zero_grad", "requires_grad_", "to", "cpu", "cuda",
@@ -73,7 +83,9 @@ class MissingUnwrap(Rule):
     under `distributed_type == DistributedType.XLA` (or `NO`) or `num_processes == 1`; nor is
     `.module` inside the branch that tested for it (also `num_processes > 1`,
     `parallel_mode.value == "distributed"`), DeepSpeed's engine API (`get_global_grad_norm`,
-    `save_checkpoint`, ...) under `distributed_type == DistributedType.DEEPSPEED`, `._orig_mod`
+    `save_checkpoint`, ...) under `distributed_type == DistributedType.DEEPSPEED`, the engine's
+    `save_checkpoint`/`load_checkpoint` anywhere (no model has them: the program is written for
+    DeepSpeed) unless a class of the file defines one, `._orig_mod`
     under the script's own compile flag, `m.attr` after `hasattr(m, "attr")`, nor a model prepared by an accelerator
     built with an FSDP1 plugin (`Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(...))`).
     Checked against accelerate 1.15 and
@@ -128,6 +140,15 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        # DeepSpeed's engine's own checkpointing: a program written for DeepSpeed
+        """\
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+        accelerator = Accelerator()
+        model = accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
+        accelerator.wait_for_everyone()
+        model.save_checkpoint("ckpt/epoch-1")
+        """,
         # FSDP's full state dict, taken on every rank inside its own context manager
         """\
         import torch
@@ -327,6 +348,10 @@ class Runner:
                 continue
             if model.always_wrapped(base):
                 continue  # wrapped by hand before prepare (AL503): the wrapper is there on every launch
+            if attr in _ENGINE_ONLY and not _a_class_here_defines(model, attr):
+                # DeepSpeed's engine's own checkpointing, which no model has: a program written
+                # for DeepSpeed (unwrapping would lose the method)
+                continue
             if model.prepared_backend(base) == "fsdp1":
                 # FSDP1's wrapper forwards attributes to the model, and its state_dict() is the
                 # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)
