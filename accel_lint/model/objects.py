@@ -740,10 +740,13 @@ class ObjectTracker:
             # model it is given prepares a model
             if merged is not None and (merged.prepared != NO or merged.is_acc or merged.kind in WRAPPED_KINDS
                                        or merged.elements is not None  # (a list of such objects)
-                                       # an object every caller made by a call (a tokenizer
-                                       # from `AutoTokenizer.from_pretrained`): what made it
-                                       # decides what its methods do
-                                       or _made_by_calls(merged)):
+                                       # an object every caller made by a call handed to a
+                                       # class's constructor (a tokenizer from
+                                       # `AutoTokenizer.from_pretrained` kept on `self`): what
+                                       # made it decides what its methods do. (Not to any
+                                       # function: parsed arguments would then carry their
+                                       # `--local_rank` into every helper's tests.)
+                                       or (target.name.value == "__init__" and _made_by_calls(merged))):
                 params[name] = merged
         return params
 
