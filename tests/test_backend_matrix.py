@@ -75,8 +75,6 @@ def test_classification_reads_the_guard_the_exit_and_the_observations():
     assert runner.classify(0, False, None, clean, "")["outcome"] == "ok"
 
 
-# the runner numbers its cells' ports from 21000 in every run: pytest-xdist keeps the two runs on one worker
-@pytest.mark.xdist_group("backend_matrix_ports")
 def test_the_runner_on_two_gloo_ranks_and_one_process(tmp_path):
     out = tmp_path / "matrix.json"
     runner = _runner()
@@ -93,8 +91,6 @@ def test_the_runner_on_two_gloo_ranks_and_one_process(tmp_path):
     assert "| `al302_save_state_bad` | **silent**: checkpoint holds 1 of 2 ranks' RNG states | ran fine |" in page
 
 
-# the runner numbers its cells' ports from 21000 in every run: pytest-xdist keeps the two runs on one worker
-@pytest.mark.xdist_group("backend_matrix_ports")
 def test_the_new_rules_harm_measured_on_two_gloo_ranks(tmp_path):
     """AL307, AL505 and AL506 (all four shapes): the bad fixtures end with different weights on the two ranks, the good
     ones with the same. AL206: with an unseeded split the ranks hold out different samples and

@@ -23,10 +23,6 @@ from runtime_checks.watch import RankState, Watcher
 
 HANG = REPO / "fixtures" / "runtime" / "hang.py"
 
-# pytest-xdist runs these on one worker, one after another: they find (and some kill) processes
-# by a fixture script's path, which two tests at once could share, and they time their runs
-pytestmark = pytest.mark.xdist_group("runtime_processes")
-
 
 def entry(record_id, seq, name="nccl:all_reduce_barrier", state="completed", pg=("0", "default_pg"), **extra):
     """One entry as torch 2.11-2.13 writes it (FlightRecorderDetail.hpp, getCollectiveTrace)."""

@@ -19,10 +19,6 @@ from runtime_checks.pytest_plugin import processes_running
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
-# pytest-xdist runs these on one worker, one after another: they find (and some kill) processes
-# by a fixture script's path, which two tests at once could share, and they time their runs
-pytestmark = pytest.mark.xdist_group("runtime_processes")
-
 RUNTIME = REPO / "fixtures" / "runtime"
 
 

@@ -21,10 +21,6 @@ from conftest import REPO
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
-# pytest-xdist runs these on one worker, one after another: they find (and some kill) processes
-# by a fixture script's path, which two tests at once could share, and they time their runs
-pytestmark = pytest.mark.xdist_group("runtime_processes")
-
 RUNTIME = REPO / "fixtures" / "runtime"
 
 

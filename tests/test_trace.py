@@ -16,10 +16,6 @@ import pytest
 from conftest import REPO
 
 pytest.importorskip("accelerate")
-
-# pytest-xdist runs these on one worker, one after another: they find (and some kill) processes
-# by a fixture script's path, which two tests at once could share, and they time their runs
-pytestmark = pytest.mark.xdist_group("runtime_processes")
 FIXTURES = REPO / "fixtures" / "runtime"
 
 
