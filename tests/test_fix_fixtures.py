@@ -81,7 +81,7 @@ class Prepared:
     with the linter's answers on both."""
 
     def __init__(self, root: Path, script: str, unsafe: bool = False):
-        self.script = script
+        self.script, self.error = script, None
         self.what, self.code = expectation(script)
         if unsafe:
             self.what = "fixes"
@@ -91,7 +91,15 @@ class Prepared:
         self.before = Run(base / "before", script, base / "out-before", base / "run-before")
         self.after = Run(base / "after", script, base / "out-after", base / "run-after")
 
-    def lint_and_fix(self) -> Prepared:
+    def lint_and_fix(self) -> None:
+        """Lint, fix, lint again; an exception is kept for the test to raise, so that a broken CLI
+        call fails only this fixture's test."""
+        try:
+            self._lint_and_fix()
+        except Exception as exc:  # noqa: BLE001 - re-raised by the test
+            self.error = exc
+
+    def _lint_and_fix(self) -> None:
         self.codes_before = lint_codes(self.before.workdir, self.script)
         unsafe = () if self.what == "safe-fixes" else ("--unsafe-fixes",)
         self.fix = run_cli("--no-cache", "--fix", *unsafe, self.script, cwd=self.after.workdir)
@@ -99,7 +107,6 @@ class Prepared:
             self.left = run_cli("--no-cache", "--output-format", "json", self.script, cwd=self.after.workdir)
         elif self.what == "fixes":
             self.codes_after = lint_codes(self.after.workdir, self.script)
-        return self
 
     @property
     def fixed_text(self) -> str:
@@ -152,6 +159,8 @@ def test_every_rule_with_a_fix_has_a_runnable_fixture():
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_the_fixture_runs_before_and_after_its_fix(fix_runs: dict[str, Prepared], script: str):
     prepared = fix_runs[script]
+    if prepared.error is not None:
+        raise prepared.error
     what, code, fix = prepared.what, prepared.code, prepared.fix
     assert code in prepared.codes_before
     prepared.before.assert_exited_0()
@@ -219,6 +228,8 @@ def test_the_unsafe_gather_fix_on_a_per_rank_scalar_changes_the_metric(fix_runs:
     per-rank loss is gathered by `gather_for_metrics`, which cuts the last round to its one real
     sample and so drops rank 1's loss of that batch."""
     prepared = fix_runs["unsafe-gather"]
+    if prepared.error is not None:
+        raise prepared.error
     prepared.before.assert_exited_0()
     assert prepared.fixed_text.count("accelerator.gather_for_metrics(") == 2
     prepared.after.assert_exited_0()
