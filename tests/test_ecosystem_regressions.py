@@ -1949,7 +1949,7 @@ CASES = {
                 load("test")
 
         main()
-        """, []),
+        """, [(25, "AL301")]),
     # `go_on = False; break` in the batch loop, then `if not go_on: break` right after it: the
     # state at that break (the model unwrapped for the final save) leaves the epoch loop too, so
     # the next epoch still trains, and reads, the prepared model.
