@@ -794,6 +794,8 @@ class FileModel:
         ``end_training()`` (a trainer's ``train`` that ends the run): after a call of one, the
         process group is gone."""
         found: dict[str, list[str]] = {}
+        if not self.index.identifiers & {"end_training", "destroy_process_group"}:
+            return found  # (the ops of every method of a large library module cost seconds)
         for name, cls in self.index.classes.items():
             if cls.node not in self.index.module.body:
                 continue
@@ -807,11 +809,20 @@ class FileModel:
         kinds = [kind for kind, _ in self.ops.exported_ops(fn) if kind not in NOT_OPS]
         return bool(kinds) and kinds[-1] == "END"
 
+    @cached_property
+    def _ending_method_names(self) -> frozenset[str]:
+        """The names of the methods that end training, of this module's classes and of the
+        classes other modules of the tree export."""
+        names = {method for methods in self.ending_methods().values() for method in methods}
+        names.update(method for facts in self.external.values() for kind, detail in facts
+                     if kind == ENDING_METHODS for method in detail.split())
+        return frozenset(names)
+
     def ending_method_called(self, call: cst.Call) -> bool:
         """``call`` is ``obj.method()`` where every call that may have made ``obj`` builds a class
         (of this module or, as its summary says, of another) whose ``method`` ends training."""
-        if type(call.func) is not cst.Attribute:
-            return False
+        if type(call.func) is not cst.Attribute or call.func.attr.value not in self._ending_method_names:
+            return False  # (asked of every call of a file: the receiver's makers only for such names)
         origins, _ = self._origins_of(call.func.value)
         method = call.func.attr.value
         if not origins:
@@ -969,6 +980,8 @@ class FileModel:
         (``result = self.generate(...); return result``): generated sequences, as long as each
         rank's batch made them."""
         found: dict[str, frozenset[str]] = {}
+        if "generate" not in self.index.identifiers:
+            return found
         for name, cls in self.index.classes.items():
             methods = frozenset(method for method, fn in cls.methods.items()
                                 if method != "generate" and self._returns_own_generate(fn))
