@@ -782,6 +782,15 @@ def test_a_helper_of_another_module_called_under_a_rank_guard_with_the_prepared_
         assert "under `accelerator.is_main_process` (train.py:14)" in found[0]["message"]
 
 
+def _findings_in_tree(root: Path, files: dict[str, str], select: str) -> list[dict]:
+    """Write ``files`` (path under ``root`` -> text) and lint the tree with only ``select``."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    _, found = json_findings("--no-cache", "--select", select, ".", cwd=root)
+    return found
+
+
 REPORTS = """\
 import os
 from accelerate import Accelerator
@@ -822,9 +831,7 @@ def test_a_helper_of_another_accelerate_module_runs_where_its_caller_runs_it(tmp
     # the evaluation module builds its own accelerator, so its writes are reported there, not
     # at the call; nothing in it calls `write_report`, the entry script calls it on every rank:
     # the helper runs on every rank. `write_summary` is called under the main-process test only.
-    (tmp_path / "reports.py").write_text(REPORTS)
-    (tmp_path / "train.py").write_text(ENTRY)
-    _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
+    found = _findings_in_tree(tmp_path, {"reports.py": REPORTS, "train.py": ENTRY}, "AL401")
     assert [(d["path"], d["line"]) for d in found] == [("reports.py", 12), ("reports.py", 13)], found
     assert all("through the unguarded call at train.py:8" in d["message"] for d in found), found
     facts = [e["fact"] for e in found[1]["evidence"]]
@@ -869,9 +876,7 @@ accelerator.wait_for_everyone()
 def test_a_method_of_a_class_of_another_module_that_ends_training_ends_it_where_it_is_called(tmp_path: Path):
     # `train` ends with end_training(); `evaluate` gathers and leaves the group alone: only the
     # barrier after `trainer.train()` runs on a destroyed process group
-    (tmp_path / "trainer.py").write_text(TRAINER)
-    (tmp_path / "run.py").write_text(RUN)
-    _, found = json_findings("--no-cache", "--select", "AL306", ".", cwd=tmp_path)
+    found = _findings_in_tree(tmp_path, {"trainer.py": TRAINER, "run.py": RUN}, "AL306")
     assert [(d["path"], d["line"]) for d in found] == [("run.py", 11)], found
     assert found[0]["evidence"][0]["fact"] == "`trainer.train()` ends with `end_training()`, which destroys the process group"
 
@@ -919,14 +924,10 @@ def test_a_model_made_and_used_in_a_helper_reaches_a_helper_of_a_package_that_re
     # parameters: a module. The package re-exports both helpers with star imports, so the
     # prepared model handed to `predict` arrives in train_utils.py; compiling it keeps the
     # wrapper's attributes. `get_name`'s object is never used as a module: unknown, silent.
-    package = tmp_path / "proj"
-    (package / "utils").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "utils" / "__init__.py").write_text("from .model_utils import *\nfrom .train_utils import *\n")
-    (package / "utils" / "model_utils.py").write_text(MODEL_UTILS)
-    (package / "utils" / "train_utils.py").write_text(TRAIN_UTILS)
-    (package / "main.py").write_text(PACKAGE_MAIN)
-    _, found = json_findings("--no-cache", "--select", "AL501", ".", cwd=tmp_path)
+    found = _findings_in_tree(tmp_path, {
+        "proj/__init__.py": "", "proj/utils/__init__.py": "from .model_utils import *\nfrom .train_utils import *\n",
+        "proj/utils/model_utils.py": MODEL_UTILS, "proj/utils/train_utils.py": TRAIN_UTILS, "proj/main.py": PACKAGE_MAIN,
+    }, "AL501")
     assert [(d["path"], d["line"]) for d in found] == [("proj/utils/train_utils.py", 2)], found
 
 
@@ -958,9 +959,7 @@ checkpoint({}, "out", accelerator.process_index, is_main=accelerator.is_main_pro
 def test_a_rank_handed_to_a_helper_of_another_module_is_a_rank_there(tmp_path: Path):
     # the caller passes its process index and its main-process flag: the helper's RNG file is
     # each rank's own and its model file the main process's; the scaler file is every rank's
-    (tmp_path / "states.py").write_text(STATES)
-    (tmp_path / "saver.py").write_text(SAVER)
-    _, found = json_findings("--no-cache", "--select", "AL401", ".", cwd=tmp_path)
+    found = _findings_in_tree(tmp_path, {"states.py": STATES, "saver.py": SAVER}, "AL401")
     assert [(d["path"], d["line"]) for d in found] == [("states.py", 9)], found
 
 
@@ -999,9 +998,7 @@ def main(config, data):
 def test_a_model_method_of_another_module_that_returns_its_generate_output_is_generated(tmp_path: Path):
     # `my_generate` returns what the model's own generate() returned: its length is each rank's;
     # `my_logits` returns the forward's logits, of the batch's fixed shape
-    (tmp_path / "chat_model.py").write_text(CHAT_MODEL)
-    (tmp_path / "chat_eval.py").write_text(CHAT_EVAL)
-    _, found = json_findings("--no-cache", "--select", "AL204", ".", cwd=tmp_path)
+    found = _findings_in_tree(tmp_path, {"chat_model.py": CHAT_MODEL, "chat_eval.py": CHAT_EVAL}, "AL204")
     assert [(d["path"], d["line"]) for d in found] == [("chat_eval.py", 8)], found
     assert "comes from `my_generate()`" in found[0]["message"]
 
@@ -1037,9 +1034,7 @@ for batch in train_loader:
 def test_a_loader_returned_in_a_tuple_by_another_module_carries_its_length(tmp_path: Path):
     # `prepare_dataset` returns the loader beside a config dict: the first item is a loader, so
     # the horizon taken from its length before prepare, times the processes, is too long
-    (tmp_path / "datasets_util.py").write_text(TUPLE_DATASETS)
-    (tmp_path / "train.py").write_text(STEPS)
-    _, found = json_findings("--no-cache", "--select", "AL202", ".", cwd=tmp_path)
+    found = _findings_in_tree(tmp_path, {"datasets_util.py": TUPLE_DATASETS, "train.py": STEPS}, "AL202")
     assert [(d["path"], d["line"]) for d in found] == [("train.py", 10)], found
 
 
@@ -1095,9 +1090,6 @@ def test_a_vendored_copy_of_the_accelerator_class_makes_accelerators(tmp_path: P
     # the class defines the accelerator's own protocol (is_main_process, wait_for_everyone,
     # gather_for_metrics, end_training, ...): its instances are accelerators where they are made;
     # a class with one such member is not
-    (tmp_path / "my_pkg").mkdir()
-    (tmp_path / "my_pkg" / "__init__.py").write_text("")
-    (tmp_path / "my_pkg" / "accel.py").write_text(VENDORED)
-    (tmp_path / "train.py").write_text(VENDORED_USER)
-    _, found = json_findings("--no-cache", "--select", "AL301,AL302", ".", cwd=tmp_path)
+    found = _findings_in_tree(tmp_path, {"my_pkg/__init__.py": "", "my_pkg/accel.py": VENDORED,
+                                         "train.py": VENDORED_USER}, "AL301,AL302")
     assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 7, "AL302")], found

@@ -823,20 +823,21 @@ class FileModel:
         (of this module or, as its summary says, of another) whose ``method`` ends training."""
         if type(call.func) is not cst.Attribute or call.func.attr.value not in self._ending_method_names:
             return False  # (asked of every call of a file: the receiver's makers only for such names)
-        origins, _ = self._origins_of(call.func.value)
-        method = call.func.attr.value
-        if not origins:
+        return self._every_maker_has(call, self.ending_methods(), ENDING_METHODS)
+
+    def _every_maker_has(self, call: cst.Call, local: dict, fact: str) -> bool:
+        """``call`` is ``obj.method(...)`` and every class that may have made ``obj`` lists
+        ``method`` among its methods of one sort: ``local`` (class -> methods, this module's) or
+        the ``fact`` another module's summary says of the class."""
+        if type(call.func) is not cst.Attribute:
             return False
-        for origin in origins:
-            made = self._class_made_by(origin)
-            local = self.index.classes.get(made or "")
-            if local is not None and local.node in self.index.module.body:
-                fn = local.methods.get(method)
-                if fn is None or not self.ends_training(fn):
-                    return False
-                continue
-            said = [detail.split() for kind, detail in self.external.get(made or "", ()) if kind == ENDING_METHODS]
-            if not said or method not in said[0]:
+        method = call.func.attr.value
+        classes = self._classes_of(call.func.value)
+        if not classes:
+            return False
+        for cls in classes:
+            said = [detail.split() for kind, detail in self.external.get(cls, ()) if kind == fact]
+            if method not in local.get(cls, ()) and not (said and method in said[0]):
                 return False
         return True
 
@@ -881,10 +882,9 @@ class FileModel:
                 read = self._names_read(write.path)
                 for local in read - set(params):
                     # `out = os.path.join(output_dir, "preds.json")`, bound once in the function
-                    bound = [n for n in self.index.walk(scope) if type(n) is cst.Assign and len(n.targets) == 1
-                             and type(n.targets[0].target) is cst.Name and n.targets[0].target.value == local]
-                    if len(bound) == 1:
-                        read = (read - {local}) | self._names_read(bound[0].value)
+                    value = self._bound_once(scope, local)
+                    if value is not None:
+                        read = (read - {local}) | self._names_read(value)
                 from_params = [p for p in params if p in read]
                 others = read - set(params) - {"os", "Path", "str"}
                 if len(from_params) != 1 or others or self.reads_rank(write.path):
@@ -892,6 +892,13 @@ class FileModel:
                 position = str(params.index(from_params[0]))
             out[name] = f"{position}|{write.what}|{self.line_of(call)}"
         return out
+
+    def _bound_once(self, scope: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+        """The value of the one plain assignment ``name = <value>`` in ``scope``, if there is
+        exactly one."""
+        bound = [n.value for n in self.index.walk(scope) if type(n) is cst.Assign and len(n.targets) == 1
+                 and type(n.targets[0].target) is cst.Name and n.targets[0].target.value == name]
+        return bound[0] if len(bound) == 1 else None
 
     def _names_read(self, expr: cst.BaseExpression) -> set[str]:
         """The plain names ``expr`` reads (``index.loads_in``: not attribute or keyword names)."""
@@ -995,9 +1002,7 @@ class FileModel:
             return False
         for expr in exprs:
             if type(expr) is cst.Name:
-                bound = [n.value for n in self.index.walk(fn) if type(n) is cst.Assign and len(n.targets) == 1
-                         and type(n.targets[0].target) is cst.Name and n.targets[0].target.value == expr.value]
-                expr = bound[0] if len(bound) == 1 else expr
+                expr = self._bound_once(fn, expr.value) or expr
             if not (type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "generate"
                     and type(expr.func.value) is cst.Name and expr.func.value.value == "self"):
                 return False
@@ -1006,24 +1011,11 @@ class FileModel:
     def generates(self, call: cst.Call) -> bool:
         """``call`` is ``obj.method(...)`` where every class that may have made ``obj`` has
         ``method`` return what its own ``generate()`` returned."""
-        if type(call.func) is not cst.Attribute:
-            return False
-        method = call.func.attr.value
-        classes = self._classes_of(call.func.value)
-        if not classes:
-            return False
-        for cls in classes:
-            local = self.generating_methods.get(cls)
-            said = [detail.split() for kind, detail in self.external.get(cls, ()) if kind == GENERATING_METHODS]
-            if not ((local is not None and method in local) or (said and method in said[0])):
-                return False
-        return True
+        return self._every_maker_has(call, self.generating_methods, GENERATING_METHODS)
 
     def _classes_of(self, expr: cst.BaseExpression) -> set[str]:
-        """The classes that may have made ``expr``'s object: its makers' classes (through
-        ``unwrap_model``); empty when one is unknown."""
-        if self.is_unwrap_call(expr):
-            return self._classes_of(expr.args[0].value)
+        """The classes that may have made ``expr``'s object (through ``unwrap_model``, as
+        ``_origins_of`` follows it); empty when one is unknown."""
         origins, _ = self._origins_of(expr)
         classes = set()
         for origin in origins:
