@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, CLIPS_GRADIENTS, DOWNLOADS, END, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE, \
+from .collectives import ACCELERATOR_FACTORY, RETURNS_KIND, CLIPS_GRADIENTS, DOWNLOADS, END, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE, \
     WAITS_FOR_CALLERS
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
@@ -607,8 +607,9 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
             # (`from .modeling import Net` in its __init__.py)
             source = _reexported_from(candidate, name)
             facts = _helper_facts(source, cache_dir, {name}, _ALL, told) if source in linted else {}
-        if name in facts:
-            exporting[candidate] = {**exporting.get(candidate, {}), name: facts[name]}
+        told_of = {key: made for key, made in facts.items() if key == name or key.startswith(name + ".")}
+        if told_of:  # (`Class.method`: an alternative constructor of the class)
+            exporting[candidate] = {**exporting.get(candidate, {}), **told_of}
 
 
 def _unexported_imports(results: list[LintResult], exporting: dict[str, dict], linted: set[str]
@@ -948,6 +949,13 @@ def _imported_ops(result: LintResult, exporting: dict[str, dict]) -> dict[str, l
                            or op[0] in MADE_FACTS]
                 if ops:
                     found[local] = ops
+                if why != "tested":
+                    # a class's alternative constructors (`Encoder.from_pretrained`), by the name called
+                    for exported, facts in summary.items():
+                        if exported.startswith(name + ".") and "." not in exported[len(name) + 1:]:
+                            made = [tuple(op) for op in facts if op[0] == RETURNS_KIND]
+                            if made:
+                                found[local + exported[len(name):]] = made
                 break
     return found
 

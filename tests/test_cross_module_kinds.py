@@ -1093,3 +1093,60 @@ def test_a_vendored_copy_of_the_accelerator_class_makes_accelerators(tmp_path: P
     found = _findings_in_tree(tmp_path, {"my_pkg/__init__.py": "", "my_pkg/accel.py": VENDORED,
                                          "train.py": VENDORED_USER}, "AL301,AL302")
     assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 7, "AL302")], found
+
+
+ENCODERS = """\
+from torch import nn
+
+
+class Reranker(nn.Module):
+    def __init__(self, backbone, tokenizer):
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+
+    def forward(self, batch):
+        return self.backbone(batch)
+
+    @classmethod
+    def load(cls, path):
+        backbone = nn.Linear(2, 2)
+        made = cls(backbone, tokenizer=path)
+        return made
+
+    @classmethod
+    def describe(cls, path):
+        return {"path": path}
+"""
+
+ENCODER_USER = """\
+import torch
+from accelerate import Accelerator
+from encoders import Reranker
+
+
+def adamw(module, lr):
+    return torch.optim.AdamW(module.parameters(), lr=lr)
+
+
+def main():
+    accelerator = Accelerator()
+    model = Reranker.load("ckpt")
+    info = Reranker.describe("ckpt")
+    optimizer = adamw(model, lr=1e-4)
+    model, optimizer, info = accelerator.prepare(model, optimizer, info)
+    tokenizer = model.tokenizer
+    path = info.path
+"""
+
+
+@pytest.mark.parametrize("one_module", [False, True])
+def test_a_classmethod_returning_cls_is_an_alternative_constructor_of_its_class(tmp_path: Path, one_module: bool):
+    # `Reranker.load(path)` returns `cls(...)`: a Reranker, a module (it defines forward), so
+    # what prepare returns for it is the wrapper; `describe` returns a dict, which stays unknown
+    files = ({"train.py": ENCODERS + ENCODER_USER.replace("from encoders import Reranker\n", "")} if one_module
+             else {"encoders.py": ENCODERS, "train.py": ENCODER_USER})
+    found = _findings_in_tree(tmp_path, files, "AL501")
+    text = files["train.py"]
+    line = text.count("\n", 0, text.index("tokenizer = model")) + 1
+    assert [(d["path"], d["line"]) for d in found] == [("train.py", line)], found

@@ -1194,6 +1194,8 @@ class FileModel:
         # what its methods do matters where the model is used
         pretrained = {name.rpartition(".")[0] for call in self.index.calls
                       if (name := dotted_name(call.func)) is not None and name.endswith(".from_pretrained")}
+        # a class whose alternative constructor is assigned from (`model = Reranker.load(path)`)
+        pretrained |= {name.rpartition(".")[0] for name in assigned if name and "." in name}
 
         # any other imported call with arguments: it may write a file (`save_json(preds, out)`)
         called = {name for call in self.index.calls

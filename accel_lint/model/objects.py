@@ -1142,7 +1142,7 @@ class ObjectTracker:
             # an exponential moving average of a model: its copy's parameters do not require
             # grad, so prepare() places it but wraps nothing
             return Value(kind="model", origin=call, frozen=True)
-        cls = self.index.classes.get(short)
+        cls = self._enclosing_class_made(call) or self.index.classes.get(short)
         if cls is not None and any("Module" in b or b.endswith("Model") for b in cls.bases):
             # an nn.Module that holds no parameters (only an optimizer, a schedule) is not
             # wrapped by prepare(): what it is then is unknown, and its binding names it
@@ -1174,6 +1174,17 @@ class ObjectTracker:
                     and not e.is_acc else "-" for e in returned.elements)
             elif self._returns_a_used_module(fn):
                 found[name] = "model"
+        for name, cls in self.index.classes.items():
+            if cls.node not in self.index.module.body:
+                continue
+            for method_name, method in cls.methods.items():
+                # an alternative constructor (`CrossEncoder.from_pretrained(path)` returning
+                # `cls(...)`): its callers in other modules call it as `Class.method`
+                returned = _passed_on(self.summaries[method].returns) if any(
+                    dotted_name(d.decorator) in ("classmethod", "staticmethod") for d in method.decorators) else None
+                if returned is not None and returned.kind in _OBJECT_KINDS and returned.prepared == NO \
+                        and not returned.is_acc and not returned.container and returned.elements is None:
+                    found[f"{name}.{method_name}"] = returned.kind
         for name, cls in self.index.classes.items():
             if cls.node in self.index.module.body and any("Module" in b or b.endswith("Model") for b in cls.bases) \
                     and self._may_hold_parameters(cls):
@@ -1272,6 +1283,18 @@ class ObjectTracker:
             if local is not None and self._derives_from(local, is_wanted_base, seen | {cls.name}):
                 return True
         return False
+
+    def _enclosing_class_made(self, call: cst.Call):
+        """The class whose instance ``cls(...)`` makes inside one of its ``@classmethod``s (an
+        alternative constructor such as ``from_pretrained``), or ``None``."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        scope = self.index.scope_of(call)
+        if not isinstance(scope, cst.FunctionDef) or not scope.params.params \
+                or scope.params.params[0].name.value != call.func.value \
+                or not any(dotted_name(d.decorator) == "classmethod" for d in scope.decorators):
+            return None
+        return self.index.class_of(scope)
 
     def _may_hold_parameters(self, cls, seen: frozenset = frozenset()) -> bool:
         """Whether instances of ``cls`` (a Module subclass defined in this file) may own
