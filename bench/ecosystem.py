@@ -304,6 +304,15 @@ GIT_CORPORA = {
     "consisid-identity-preserving-video-gen": ("PKU-YuanGroup/ConsisID", "60429e4b0d24d36ce8df7fb58f7ab42b86e2b70e", None),
     "geowizard-diffusion-depth-normal": ("fuxiao0719/GeoWizard", "deee629b10baf944452a99a393ac818fbec86363", None),
     "diffrhythm-latent-diffusion-song-gen": ("ASLP-lab/DiffRhythm", "28ad63c0f096fe2ee258bcabbcf081d5d9366afd", None),
+    # batch 25 (2026-11-29, sixteenth session): first contact recorded at 7cb1852, the session's start
+    "graph-llm-node-classification": ("W-rudder/GLM", "745057aa90d90852b32df5a8d444d72ee211f81c", None),
+    "mesh-generation-3d": ("OpenMeshLab/MeshXL", "2fa9034237b77c536cc033202c4a3e9218fe7a1c", None),
+    "fmri-image-reconstruction": ("MedARC-AI/fMRI-reconstruction-NSD", "6b30ea53c0f98b0a79b8f6828b6787a5913fd08d", None),
+    "offline-rl-decision-transformer": ("grahamannett/inctxdt", "3e4f3e8157d22cfefce33002a559ada091f4c268", None),
+    "speech-restoration-gan": ("yukara-ikemiya/Open-Miipher-2", "1ef3be61e6cfd8d2db226009bb3259917ffb91b4", None),
+    "plant-species-classification": ("geranium12/plant-clef-2025", "556afb418ef046d85f77520e74dcd35f009341cc", None),
+    "single-cell-foundation-model": ("ma-compbio/Heimdall", "dbfc4aa55f46d5aed1f340dd486bf20a01412895", None),
+    "skin-lesion-segmentation": ("ScholarChen20/Swin-UMamba-main", "e06d27a6a87bac7447d8a6fb9afc95d0edcb3a5f", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
