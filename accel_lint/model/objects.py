@@ -810,10 +810,25 @@ class ObjectTracker:
         # the method that prepares it, read before its own binding on this path (this lookup
         # runs only where its walk has no binding of the attribute yet: a read in a loop after
         # the binding finds it on the loop's second pass)
-        if any(type(s) is not cst.FunctionDef or (s is not method and not self.index.runs_only_before(method, s))
+        if any(type(s) is not cst.FunctionDef or (s is not method and not self.index.runs_only_before(method, s)
+                                                   and not self._called_only_before_binding(method, s, cls, key))
                for s in setters):
             return prepared
         return earlier
+
+    def _called_only_before_binding(self, method: cst.FunctionDef, setter: cst.FunctionDef, cls: str, key: str) -> bool:
+        """Every call of ``method`` in this file sits in ``setter`` (outside any loop) before the
+        ``prepare`` calls whose results ``setter`` binds to ``self.<key>`` (``__init__`` calling
+        ``self.check_model()`` and then ``self.model = accelerator.prepare(self.model)``)."""
+        sites = self.index.call_sites(method)
+        prepares = [value.prepared_at for c, bound, value in self._walks[setter].class_binds
+                    if c == cls and bound == key and value.prepared != NO]
+        if not sites or not prepares or any(p is None for p in prepares):
+            return False
+        order = self.index.call_order
+        return all(self.index.scope_of(site) is setter and site in order and p in order and order[site] < order[p]
+                   and not any(type(a) in (cst.For, cst.While) for a in self.index.ancestors(site))
+                   for site in sites for p in prepares)
 
     def _collect(self, scopes: list[ScopeNode]) -> None:
         """The answer: every scope's last walk, in source order."""

@@ -282,6 +282,20 @@ model.save_pretrained("out")
         else:  # not the model's own class: the script asserts the wrapper
             unet.module.enable_gradient_checkpointing()
         """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.accelerator = Accelerator()
+                self.model = model
+                self.check_attention()  # before prepare: the bare model
+                self.model, self.optimizer = self.accelerator.prepare(self.model, optimizer)
+            def check_attention(self):
+                return self.model.encoder.uses_flash
+        net = torch.nn.Transformer()
+        Trainer(net, torch.optim.SGD(net.parameters(), lr=0.1))
+        """,
     ]
     INVALID = [
         """\
