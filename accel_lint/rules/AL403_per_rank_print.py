@@ -23,7 +23,9 @@ class PerRankPrint(Rule):
     accelerator is created; anything under `if accelerator.is_main_process:`; `print` in a file
     that rebinds `builtins.print` (`builtins.print = lambda *args: None` on the other ranks), or
     that calls a function of another module of the tree that does (torchvision's
-    `setup_for_distributed(is_master)`).
+    `setup_for_distributed(is_master)`); a print in an `except` whose `try` does this rank's own
+    work (a loop over its shard, a forward on its batch, work under a rank test), which reports
+    that rank's failure.
 
     ## Why is this bad?
     Every line is printed once per process and progress bars from N ranks overwrite each
@@ -104,6 +106,24 @@ class PerRankPrint(Rule):
                 sample = environment.step(model)
         except Exception as error:
             print("the environment failed:", error)  # on the main process, whose step raised
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(dataset, batch_size=8)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        try:
+            model.train()
+            for batch in loader:
+                accelerator.backward(model(batch).sum())
+                optimizer.step()
+        except RuntimeError as error:
+            print("training failed:", error)  # the rank whose batch raised (out of memory) says so
+            raise
         """,
         """\
         from accelerate import Accelerator
@@ -243,12 +263,12 @@ def _chosen_by_rank(model: FileModel, call: cst.Call) -> bool:
 
 
 def _in_except_handler(model: FileModel, call: cst.Call) -> bool:
-    """In an ``except`` block whose ``try`` does its failing work under a rank test
-    (``if accelerator.is_main_process: env.reset()``) and, outside it, only calls that fail
-    alike on every rank (collectives, builtins, torch's tensor constructors, ``.to()``): the
-    failure it reports is that rank's own, which ``accelerator.print`` would drop. (A ``try``
-    every rank runs alike fails alike on every rank, and its message is printed once per
-    process.)"""
+    """In an ``except`` block whose ``try`` does work that is the rank's own: under a rank test
+    (``if accelerator.is_main_process: env.reset()``), or on values that differ between ranks
+    (a forward on this rank's batch, a loop over its shard): the failure it reports is that
+    rank's own, which ``accelerator.print`` would drop. (A ``try`` whose work is the same on
+    every rank, ``load_checkpoint(model)``, fails alike on every rank, and its message is
+    printed once per process.)"""
     for parent in model.ancestors(call):
         if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
@@ -259,6 +279,8 @@ def _in_except_handler(model: FileModel, call: cst.Call) -> bool:
 
 
 def _fails_on_one_rank(model: FileModel, body: cst.CSTNode) -> bool:
+    if _works_on_rank_local_data(model, body):
+        return True  # (this rank's batch, its forward: what fails there fails on that rank)
     guarded = False
     stack = [body]
     while stack:
@@ -272,6 +294,24 @@ def _fails_on_one_rank(model: FileModel, body: cst.CSTNode) -> bool:
             return False
         stack.extend(model.index.children.get(node, ()))
     return guarded
+
+
+def _works_on_rank_local_data(model: FileModel, body: cst.CSTNode) -> bool:
+    """``body`` loops over this rank's shard, or calls something on a value that differs between
+    ranks (an argument, or the object whose method it calls: a batch, a forward's output)."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.ExceptHandler or isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if type(node) is cst.For and model.rank_data.varies(node.target):
+            return True
+        if type(node) is cst.Call:
+            receiver = [node.func.value] if isinstance(node.func, cst.Attribute) else []
+            if any(model.rank_data.varies(expr) for expr in [*receiver, *(a.value for a in node.args)]):
+                return True
+        stack.extend(model.index.children.get(node, ()))
+    return False
 
 
 def _fails_alike(model: FileModel, call: cst.Call) -> bool:
