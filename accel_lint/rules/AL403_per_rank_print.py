@@ -18,14 +18,16 @@ class PerRankPrint(Rule):
     In code that runs on every rank of an Accelerate program (outside rank guards and
     guarded helpers, after an accelerator exists), flags the builtin `print(...)` and
     `tqdm(...)`/`trange(...)` without a `disable=` argument.
-    Not flagged: `accelerator.print`; prints whose arguments mention the rank or this
-    rank's device (the accelerator's, or a prepared model's: deliberate per-rank debugging); `print(..., file=...)`; prints before the
-    accelerator is created; anything under `if accelerator.is_main_process:`; `print` in a file
-    that rebinds `builtins.print` (`builtins.print = lambda *args: None` on the other ranks), or
-    that calls a function of another module of the tree that does (torchvision's
-    `setup_for_distributed(is_master)`); a print in an `except` whose `try` does this rank's own
-    work (a loop over its shard, a forward on its batch, work under a rank test), which reports
-    that rank's failure.
+    Not flagged: `accelerator.print`; prints whose arguments mention the rank, this rank's
+    device (the accelerator's, or a prepared model's) or this process's own id (`os.getpid()`):
+    deliberate per-rank debugging; `print(..., file=...)`; prints before the accelerator is
+    created; anything under `if accelerator.is_main_process:`; `print` in a file that rebinds
+    `builtins.print` (`builtins.print = lambda *args: None` on the other ranks), or that calls a
+    function of another module of the tree that does (torchvision's
+    `setup_for_distributed(is_master)`), or after the file binds the name `print` itself
+    (`print = accelerator.print`); a print in an `except` whose `try` does this rank's own work
+    (a loop over its shard, a forward on its batch, work under a rank test), which reports that
+    rank's failure.
 
     ## Why is this bad?
     Every line is printed once per process and progress bars from N ranks overwrite each
@@ -62,6 +64,18 @@ class PerRankPrint(Rule):
     summary = "print()/tqdm() that every rank runs: the output repeats once per process"
 
     VALID = [
+        """\
+        import os
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        print("process", os.getpid(), "started")  # each process's own id
+        print = accelerator.print  # the name, rebound: only the main process prints
+        print("ready")
+        def report(metrics):
+            print(metrics)
+        report({"loss": 0.1})
+        """,
         """\
         import builtins
         from accelerate import Accelerator
@@ -137,6 +151,14 @@ class PerRankPrint(Rule):
         """,
     ]
     INVALID = [
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        print("loading")  # expect: AL403
+        print = accelerator.print
+        print("ready")
+        """,
         """\
         from accelerate import Accelerator
         accelerator = Accelerator()
@@ -241,12 +263,42 @@ class PerRankPrint(Rule):
 def _kind(model: FileModel, call: cst.Call) -> str | None:
     func = call.func
     if isinstance(func, cst.Name) and func.value == "print" and "print" not in model.index.module_functions:
-        if model.index.imports.qualify("print") is None:
+        if model.index.imports.qualify("print") is None and not _print_rebound(model, call):
             return "print"
     qualified = model.index.imports.qualify_expr(func) or ""
     if qualified in _TQDM:
         return "tqdm"
     return None
+
+
+def _print_rebound(model: FileModel, call: cst.Call) -> bool:
+    """The name ``print`` is bound by the program where ``call`` reads it (``print =
+    accelerator.print`` at module level, before a module-level call or anywhere for a call in a
+    function; or in the call's own function): it is not the builtin there."""
+    scope = model.scope_of(call)
+    for node in model.index.parents:
+        if type(node) is not cst.AssignTarget or type(node.target) is not cst.Name or node.target.value != "print":
+            continue
+        where = model.scope_of(node)
+        if where is scope and type(scope) is not cst.Module:
+            return True
+        if type(where) is cst.Module:
+            if type(scope) is not cst.Module:
+                return True
+            if _before(model, node, call):
+                return True
+    return False
+
+
+def _before(model: FileModel, node: cst.CSTNode, call: cst.Call) -> bool:
+    """``node``'s statement comes before ``call``'s in the module body."""
+    positions = {id(stmt): i for i, stmt in enumerate(model.index.module.body)}
+
+    def top(inner: cst.CSTNode) -> int | None:
+        return next((positions[id(a)] for a in [inner, *model.ancestors(inner)] if id(a) in positions), None)
+
+    first, second = top(node), top(call)
+    return first is not None and second is not None and first < second
 
 
 def _chosen_by_rank(model: FileModel, call: cst.Call) -> bool:
@@ -344,8 +396,8 @@ def _mentions_rank(model: FileModel, call: cst.Call) -> bool:
         if model.is_accelerator(arg.value) or (isinstance(arg.value, cst.Attribute) and arg.value.attr.value == "state"
                                                and model.is_accelerator(arg.value.value)):
             return True  # (an accelerator's text, and its state's, name the process index and device)
-        if model.reads_rank(arg.value):
-            return True
+        if model.reads_rank(arg.value) or model.made_by_rank_unique_source(arg.value):
+            return True  # (the rank, or this process's own id: `os.getpid()`)
         if any(isinstance(n, (cst.Name, cst.Attribute)) and _is_rank_device(model, n) for n in model.index.walk(arg.value)):
             return True  # each rank has its own device: the line says which rank it is
     return False
