@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .rules.base import Fix, Rule
 
 ENGINE_RULES = {"AL001", "AL002"}  # reported by the engine itself, not by a rule's check()
+ACCELERATOR = "accelerator"  # an accelerator passed to another module's function (model.objects)
 from .suppressions import Suppressions, scan as scan_suppressions
 
 # A file that mentions none of these cannot hold a finding: every rule needs an
@@ -889,7 +890,12 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
                     source = _reexported_from(candidate, name)
                     candidate = source if source in linted else candidate
                 if candidate in linted:
-                    found.setdefault(candidate, {}).setdefault(name, {}).update(passed)
+                    known = found.setdefault(candidate, {}).setdefault(name, {})
+                    for key, kind in passed.items():
+                        if key in known and known[key] != kind and known[key].startswith(ACCELERATOR) \
+                                and kind.startswith(ACCELERATOR):
+                            kind = ACCELERATOR  # (one caller's accumulates: what it does there is not known)
+                        known[key] = kind
                     break
     # a function every caller guards is "@guarded"; call bookkeeping alone is dropped, so that
     # only what changes a module's findings makes it linted again. Knowing that a helper is

@@ -1150,3 +1150,40 @@ def test_a_classmethod_returning_cls_is_an_alternative_constructor_of_its_class(
     text = files["train.py"]
     line = text.count("\n", 0, text.index("tokenizer = model")) + 1
     assert [(d["path"], d["line"]) for d in found] == [("train.py", line)], found
+
+
+TRAIN_STEP = """\
+def do_train(model, optimizer, loader, accelerator):
+    for batch in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(model(batch).sum())
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+TRAIN_MAIN = """\
+import torch
+from accelerate import Accelerator
+from engine import do_train
+
+accelerator = Accelerator({arguments})
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(list(range(8)))
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+do_train(model, optimizer, loader, accelerator)
+"""
+
+
+@pytest.mark.parametrize(("callers", "reported"), [
+    (("",), False),  # no accumulation set where the accelerator is built: every step syncs
+    (("gradient_accumulation_steps=1",), False),
+    (("gradient_accumulation_steps=4",), True),
+    (("", "gradient_accumulation_steps=args.steps"), True),  # one caller accumulates
+])
+def test_an_accelerator_handed_to_another_module_says_whether_it_accumulates(tmp_path: Path, callers, reported):
+    files = {"engine.py": TRAIN_STEP}
+    files.update({f"main{i}.py": TRAIN_MAIN.format(arguments=arguments) for i, arguments in enumerate(callers)})
+    found = _findings_in_tree(tmp_path, files, "AL104")
+    assert [(d["path"], d["line"]) for d in found] == ([("engine.py", 5)] if reported else []), found

@@ -48,7 +48,7 @@ from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_
                            RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT,
                            WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, NOT_OPS)
-from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
+from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ONE_STEP_ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
 from .ops import Divergence, Guard, OpAnalysis, Op
 from .undecided import undecided_rank_test
@@ -1128,7 +1128,8 @@ class FileModel:
                 if arg.star:
                     break
                 if self.is_accelerator(arg.value):
-                    passed[arg.keyword.value if arg.keyword is not None else str(position)] = ACCELERATOR
+                    passed[arg.keyword.value if arg.keyword is not None else str(position)] = \
+                        ONE_STEP_ACCELERATOR if self.never_accumulates(arg.value) else ACCELERATOR
                     continue
                 if self.reads_rank(arg.value):
                     # a rank or a rank predicate (`process_index=self.state.process_index`): the
@@ -2202,7 +2203,7 @@ class FileModel:
         --gradient_accumulation_steps`` could still set it through the environment.)"""
         ctor = self._constructor_of(accelerator)
         if ctor is None:
-            return False
+            return self._passed_one_step_accelerator(accelerator)
         for arg in ctor.args:
             if arg.star:
                 return False
@@ -2213,6 +2214,28 @@ class FileModel:
                     isinstance(arg.value, cst.Integer) and arg.value.value == "1"):
                 return False
         return True
+
+    def _passed_one_step_accelerator(self, accelerator: cst.BaseExpression) -> bool:
+        """The accelerator is a parameter (or what one was stored as) that every caller in
+        another module fills with an accelerator whose constructor sets no accumulation."""
+        value = self.value_at(accelerator)
+        param = value.origin if value is not None else None
+        if not isinstance(param, cst.Param):
+            return False
+        fn = next((a for a in self.index.ancestors(param) if isinstance(a, cst.FunctionDef)), None)
+        info = self.index.functions.get(fn) if fn is not None else None
+        if info is None:
+            return False
+        params = info.params
+        if info.class_name is None:
+            passed = self.incoming.get(info.qualname, {})
+        elif fn.name.value == "__init__":
+            passed, params = self.incoming.get(info.class_name, {}), params[1:]
+        else:
+            return False
+        position = next((i for i, p in enumerate(params) if p is param), None)
+        kind = passed.get(param.name.value) or (passed.get(str(position)) if position is not None else None)
+        return kind == ONE_STEP_ACCELERATOR
 
     def _constructor_of(self, accelerator: cst.BaseExpression) -> cst.Call | None:
         """The ``Accelerator(...)`` call this accelerator comes from; when that is unknown (a

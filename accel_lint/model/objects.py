@@ -35,6 +35,9 @@ PREPARE_METHODS = {
 }
 # the kind another module's call passes to a parameter that receives an accelerator
 ACCELERATOR = "accelerator"
+# an accelerator whose every caller's constructor sets no gradient accumulation: its
+# `accumulate()` syncs on every step
+ONE_STEP_ACCELERATOR = ACCELERATOR + ":one-step"
 # names a project declares to hold accelerators (`accelerator-names` in its settings); none by
 # default: an accelerator is known from where it was made, or from how it is used (below)
 DEFAULT_ACCELERATOR_NAMES: tuple[str, ...] = ()
@@ -880,9 +883,9 @@ class ObjectTracker:
             if passed:
                 for position, param in enumerate(params):
                     kind = passed.get(param.name.value) or passed.get(str(position))
-                    if kind == ACCELERATOR and param.name.value not in env:
+                    if kind in (ACCELERATOR, ONE_STEP_ACCELERATOR) and param.name.value not in env:
                         env[param.name.value] = Value(is_acc=True, origin=param)  # what its callers pass
-                    elif kind and not kind.startswith("rank:") and param.name.value not in env \
+                    elif kind and not kind.startswith(("rank:", ACCELERATOR)) and param.name.value not in env \
                             and not _expects_wrapper(param):  # (a rank passed there is the rank model's)
                         env[param.name.value] = Value(kind=kind, prepared=YES, origin=param)
         return env

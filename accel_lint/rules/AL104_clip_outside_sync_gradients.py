@@ -20,7 +20,8 @@ class ClipOutsideSyncGradients(Rule):
     the accelerator accumulates gradients (`gradient_accumulation_steps` other than 1).
     Not flagged: clips under `if accelerator.sync_gradients:` (also `... and ...`); loops without
     accumulation, also inside the `accumulate()` of an accelerator whose constructor sets none
-    (no `gradient_accumulation_steps`, plugin or `**kwargs`: every step is a sync step);
+    (no `gradient_accumulation_steps`, plugin or `**kwargs`: every step is a sync step), also
+    one handed in from another module where every caller builds it so;
     `optimizer.step()`/`zero_grad()` on every micro-step (the prepared optimizer skips them
     itself).
 
