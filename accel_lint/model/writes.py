@@ -67,7 +67,9 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
     if name == "open" or (name and imports.qualify(name) in ("io.open", "builtins.open")):
         mode = _mode_of(call)
         if mode and any(c in mode for c in "wax"):
-            return Write(call, "open(..., %r)" % mode, first)
+            # appending (O_APPEND) on every rank at once truncates nothing and races on nothing:
+            # the lines interleave, each rank's own
+            return Write(call, "open(..., %r)" % mode, first, tolerant="a" in mode and not any(c in mode for c in "wx"))
         return None
     qual = imports.qualify(name) if name else None
     known = library.writes.get(qual) if qual else None

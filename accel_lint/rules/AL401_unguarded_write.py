@@ -29,7 +29,9 @@ class UnguardedWrite(Rule):
     Under a guard whose `or` also lets every rank in where a uniform flag or backend holds
     (`if args.use_deepspeed or accelerator.is_main_process:`), the write is flagged as racing
     there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
-    `shutil.rmtree(d, ignore_errors=True)`); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`;
+    `shutil.rmtree(d, ignore_errors=True)`) and appending (`open(log, "a")`: the lines
+    interleave, nothing is truncated); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`,
+    also passed to a helper that writes its parameter;
     the accelerator's device index, which differs between the GPU processes of one node, leaves it unknown) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample, a
     batch of a prepared loader; a loader never prepared and built with `shuffle=False` gives every
@@ -76,6 +78,19 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        """
+import os
+import numpy as np
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+log = open(os.path.join("runs", "train.log"), "a")  # appended to, never truncated
+def save_points(points, filename):
+    np.save(filename, points)
+for step in range(3):
+    points = model(step)
+    save_points(points, os.path.join("samples", "_".join((f"{accelerator.process_index:04d}", f"{step:04d}.npy"))))
+""",
         """
 import torch
 from accelerate import Accelerator
@@ -216,7 +231,8 @@ if args.use_deepspeed or accelerator.is_main_process:
                 continue  # `if step is None:` taken only by the calls under a rank guard
             if reaching and all(model.single_process_at(site) or _inside_split(model, site) for site in reaching):
                 continue  # called with one process, or with each rank's own share of the items
-            if _rank_unique(model, call, 0, write.path) or _inside_split(model, call) or model.single_process_at(call) or model.rank_undecided_at(call) \
+            if _rank_unique(model, call, 0, write.path) or _rank_unique_from_callers(model, scope, write.path) \
+                    or _inside_split(model, call) or model.single_process_at(call) or model.rank_undecided_at(call) \
                     or _main_writes_first(model, call):
                 continue
             if write.path is not None and _in_memory(model, write.path):
@@ -299,6 +315,31 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.Base
                     return True
     return False
 
+
+
+def _rank_unique_from_callers(model: FileModel, scope, path: cst.BaseExpression | None) -> bool:
+    """The path is built from a parameter of the helper that writes it, and every call of the
+    helper in this file passes a path that names the rank there (``save_mesh(mesh,
+    os.path.join(out, f"{accelerator.process_index}_{i}.ply"))``)."""
+    if path is None or not isinstance(scope, cst.FunctionDef):
+        return False
+    params = [p.name.value for p in (*scope.params.posonly_params, *scope.params.params)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    used = [name for name in params if name in {n.value for n in model.index.loads_in(path) if type(n) is cst.Name}]
+    sites = model.index.call_sites(scope)
+    if len(used) != 1 or not sites:
+        return False
+    position = params.index(used[0])
+    for site in sites:
+        if any(a.star for a in site.args):
+            return False
+        keyword = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == used[0]), None)
+        positional = [a.value for a in site.args if a.keyword is None]
+        passed = keyword if keyword is not None else positional[position] if position < len(positional) else None
+        if passed is None or not _rank_unique(model, passed, 1):
+            return False
+    return True
 
 
 def _names_the_device(model: FileModel, expr: cst.CSTNode) -> bool:
