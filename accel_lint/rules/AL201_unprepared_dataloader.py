@@ -16,7 +16,8 @@ class UnpreparedDataloader(Rule):
 
     ## What it does
     Flags a loop over a `DataLoader(...)` created in this file (directly or through
-    `enumerate`, `tqdm`, `iter`) when the loop calls `accelerator.backward` (training,
+    `enumerate`, `tqdm`, `iter`; or a step loop that draws its batches with `next(iter(dl))`,
+    or `next(it)` of an `it = iter(dl)`) when the loop calls `accelerator.backward` (training,
     an error) or runs a prepared model (evaluation, a warning), the loader is unprepared
     on every path to the loop: the object iterated is not a result of `prepare`. That
     includes the loader that was passed to `prepare` when the loop iterates it instead of
@@ -187,6 +188,21 @@ for batch in train_dl:
     ]
     INVALID = [
         """
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+accelerator = Accelerator()
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+train_loader = DataLoader(dataset, batch_size=8, shuffle=True)
+model, optimizer = accelerator.prepare(model, optimizer)
+batches = iter(train_loader)
+for step in range(1000):
+    batch = next(batches)  # expect: AL201
+    accelerator.backward(model(batch).sum())
+    optimizer.step()
+""",
+        """
 from accelerate import Accelerator
 import torch
 from transformers import AutoModelForSequenceClassification
@@ -268,13 +284,13 @@ for batch in eval_dl:  # expect: AL201
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         for loop in model.index.loops:
-            if not isinstance(loop, cst.For):
-                continue
-            for loader in _iterated(loop.iter):
+            consumed = [(loader, loop.iter) for loader in _iterated(loop.iter)] if isinstance(loop, cst.For) else []
+            consumed += _drawn_with_next(model, loop)
+            for loader, where_read in consumed:
                 value = _held(model, loader)
                 if value is None:
                     continue
-                if value.kind == COMPOSITE:
+                if value.kind == COMPOSITE and isinstance(loop, cst.For):
                     # an object `prepare` returns unchanged that iterates the loaders it was built from
                     yield from self._through_composite(model, loop, loader, value)
                     continue
@@ -301,7 +317,7 @@ for batch in eval_dl:  # expect: AL201
                             f"{where} loop but never passed to `{acc}.prepare()`")
                 else:
                     what = f"`{name}` is iterated in {where} loop but never passed to `{acc}.prepare()`"
-                yield Finding(loop.iter, _message(what, train), None if train else "warning",
+                yield Finding(where_read, _message(what, train), None if train else "warning",
                               evidence=tuple(_loader_evidence(model, loader)))
 
     def _through_composite(self, model: FileModel, loop: cst.For, composite: cst.BaseExpression,
@@ -325,6 +341,25 @@ for batch in eval_dl:  # expect: AL201
         for arg in inner:
             evidence += _loader_evidence(model, arg)
         yield Finding(loop.iter, _message(what, train), None if train else "warning", evidence=tuple(evidence))
+
+
+def _drawn_with_next(model: FileModel, loop: cst.For | cst.While) -> list[tuple[cst.BaseExpression, cst.Call]]:
+    """The loaders whose batches the loop's own body draws with ``next(...)``: ``next(iter(dl))``,
+    or ``next(it)`` where ``it = iter(dl)`` (a step loop over ``range``), with the ``next`` call."""
+    found = []
+    for call in model.calls_in(loop.body):
+        if dotted_name(call.func) != "next" or not call.args or call.args[0].keyword is not None:
+            continue
+        if next((a for a in model.ancestors(call) if isinstance(a, (cst.For, cst.While))), None) is not loop:
+            continue  # (an inner loop's own draw)
+        source = call.args[0].value
+        if isinstance(source, cst.Name):
+            value = model.value_at(source)
+            source = value.origin if value is not None and not value.alternatives else None
+        if isinstance(source, cst.Call) and dotted_name(source.func) == "iter" and source.args \
+                and source.args[0].keyword is None:
+            found += [(loader, call) for loader in _iterated(source.args[0].value)]
+    return found
 
 
 def _splits_each_batch_by_rank(model: FileModel, loop: cst.For) -> bool:
