@@ -523,15 +523,30 @@ def _flatten(items: list[Item], forks: list[Op] | None) -> list[tuple[str, Op | 
         if isinstance(item, Op):
             out.append((item.kind, item))
         elif isinstance(item, Choice):
+            branches = [_flatten(branch, forks) for branch in item.branches]
+            if not any(branches):
+                continue  # (a choice between runs that do no collective: nothing to order)
             out.append((f"(C{id(item.key)}", None))
-            for branch in item.branches:
-                out.extend(_flatten(branch, forks))
+            for branch in branches:
+                out.extend(branch)
                 out.append(("|", None))
             out.append((")", None))
         elif isinstance(item, Loop):
+            body = _flatten(item.body, forks)
+            # what runs just before a loop, when it is one pass of that loop's body, is put after
+            # it: `S, loop(S)` and `loop(S), S` run the same ops (the main process's `setup()`
+            # then a barrier, the others' barrier then `setup()`, each `setup()` a loop of
+            # barriers), so a split barrier around a helper that loops over them balances
+            before = out[len(out) - len(body):] if body and len(out) >= len(body) else None
+            moved = before is not None and _kinds(before) == _kinds(body) and not any(
+                t.startswith("(") or t in ("|", ")") for t in _kinds(body))
+            if moved:
+                del out[len(out) - len(body):]
             out.append((f"(L{id(item.key)}", None))
-            out.extend(_flatten(item.body, forks))
+            out.extend(body)
             out.append((")", None))
+            if moved:
+                out.extend(before)
         elif isinstance(item, Fork):
             branches = [_flatten(b, None) for b in item.branches]
             if all(_kinds(b) == _kinds(branches[0]) for b in branches[1:]):

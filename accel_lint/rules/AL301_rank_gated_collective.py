@@ -55,6 +55,37 @@ class RankGatedCollective(Rule):
     scope = "distributed"
 
     VALID = [
+        # the main process fills each partition's cache first, then the others read it: each
+        # rank runs `setup()` (a barrier per partition) and the barrier between, in another order
+        """\
+        from accelerate import Accelerator
+        class Cells:
+            def __init__(self, accelerator, partitions):
+                self.accelerator = accelerator
+                self.partitions = partitions
+                if accelerator.is_main_process:
+                    self.setup()
+                accelerator.wait_for_everyone()
+                if not accelerator.is_main_process:
+                    self.setup()
+            def setup(self):
+                for partition in range(self.partitions):
+                    if self.accelerator.is_main_process:
+                        self.load(partition)
+                    self.accelerator.wait_for_everyone()
+                    if not self.accelerator.is_main_process:
+                        self.load(partition)
+            def load(self, partition):
+                self.close()
+                self.current = partition
+                if partition is not None:
+                    print("opening", partition)
+                    return True
+                return False
+            def close(self):
+                self.current = None
+        Cells(Accelerator(), 4)
+        """,
         # a split barrier (rank 0 first, the others after it) with a check between the halves
         # that raises: the barriers go unmatched only on the way to the crash, which ends the job
         """\
