@@ -36,6 +36,8 @@ _CLOCK = ("time.time", "time.perf_counter", "time.monotonic")
 _IN_PLACE = frozenset({"torch.distributed.broadcast", "torch.distributed.all_reduce",
                        "torch.distributed.broadcast_object_list"})
 _INITIALIZED = frozenset({"torch.distributed.is_initialized"})
+# list and set methods that put their argument into the object
+_FILLING = frozenset({"append", "extend", "insert", "add", "update"})
 
 
 class RankData:
@@ -50,7 +52,12 @@ class RankData:
         self._final: dict[ScopeNode, set[str]] = {}
         self._recording = True
         self._returns: list[bool] | None = None  # what a summary walk's returns evaluate to
+        self._return_parts: list[list[bool] | None] | None = None  # and each item of a returned tuple
         self._uniform_returns: dict[cst.FunctionDef, bool] = {}
+        self._varying_returns: dict[cst.FunctionDef, tuple[list[bool], list[bool] | None]] = {}
+        # lists every rank fills with its own values on the same passes: their contents vary,
+        # their lengths do not
+        self._filled: set[tuple[ScopeNode, str]] = set()
         self._scope: ScopeNode = index.module
         # a `continue`/`break` that only some ranks may take was walked in the current statement
         self._left_locally: cst.CSTNode | None = None
@@ -82,11 +89,14 @@ class RankData:
         if kind is cst.Call:
             if self._is_uniform_result(expr):
                 return False
+            if type(expr.func) is cst.Name and expr.func.value == "len" and len(expr.args) == 1 \
+                    and (self.index.scope_of(expr), dotted_name(expr.args[0].value)) in self._filled:
+                return False  # `len(val_losses)`: one item per pass on every rank
             target = self.index.resolve_call(expr)
             if target is not None and self._returns_uniform(target):
                 return False  # a helper whose result every rank agrees on, whatever it is given
-            if self._is_source(expr):
-                return True
+            if self._is_source(expr) or (target is not None and self._returns_varying(target)):
+                return True  # (a helper that computes its result from this rank's data: `evaluate(model, loader)`)
             parts = [expr.func.value] if type(expr.func) is cst.Attribute else []
             return any(self._eval(p, read) for p in parts) or any(self._eval(a.value, read) for a in expr.args)
         if kind is cst.Name or kind is cst.Attribute:
@@ -137,6 +147,56 @@ class RankData:
             self._scope, self._recording, self._returns = saved
         self._uniform_returns[fn] = uniform
         return uniform
+
+    def _returns_varying(self, fn: cst.FunctionDef) -> bool:
+        """Whether what ``fn`` returns may be computed from rank-local data even when every
+        argument is the same on every rank (a loss summed over its loader's batches, with no
+        collective on the way): a walk of its body with no parameter varying, recording
+        nothing."""
+        return any(self._varying_return_parts(fn)[0])
+
+    def _varying_return_parts(self, fn: cst.FunctionDef) -> tuple[list[bool], list[bool] | None]:
+        """Whether each return of ``fn`` may vary (``_returns_varying``), and, where every return
+        is a tuple of the same length, whether each of its items may (``return epoch_loss,
+        metrics``: a loss summed on this rank, metrics a synced metric computed)."""
+        if fn in self._varying_returns:
+            return self._varying_returns[fn]
+        self._varying_returns[fn] = ([], None)  # recursion: not known
+        saved = (self._scope, self._recording, self._returns, self._return_parts)
+        self._scope, self._recording, self._returns, self._return_parts = fn, False, [], []
+        try:
+            self._block(self.index.body_of(fn), self._varying_params(fn), False)
+            parts = self._return_parts
+            per_item = None
+            if parts and all(p is not None and len(p) == len(parts[0]) for p in parts):
+                per_item = [any(p[i] for p in parts) for i in range(len(parts[0]))]
+            found = (list(self._returns), per_item)
+        finally:
+            self._scope, self._recording, self._returns, self._return_parts = saved
+        self._varying_returns[fn] = found
+        return found
+
+    def _unpacked_parts(self, assign: cst.Assign, env: set[str]) -> list[bool] | None:
+        """``loss, metrics = evaluate(model, loader)`` with uniform arguments, where ``evaluate``
+        returns a tuple: whether each item varies, as the helper computes it."""
+        call = assign.value
+        if type(call) is not cst.Call or len(assign.targets) != 1 or type(assign.targets[0].target) not in (cst.Tuple, cst.List):
+            return None
+        target = self.index.resolve_call(call)
+        if target is None or self._is_source(call):
+            return None
+        parts = self._varying_return_parts(target)[1]
+        elements = assign.targets[0].target.elements
+        if parts is None or len(parts) != len(elements) or any(type(e) is cst.StarredElement for e in elements):
+            return None
+        saved = self._recording
+        self._recording = False
+        try:  # (an argument that varies makes every item vary: not known per item)
+            if any(self._eval(a.value, self._reader(env)) for a in call.args):
+                return None
+        finally:
+            self._recording = saved
+        return parts
 
     def _reader(self, env: set[str]):
         def read(load: cst.BaseExpression) -> bool:
@@ -277,7 +337,12 @@ class RankData:
         kind = type(small)
         if kind is cst.Assign:
             varies = tainted or self._eval(small.value, self._reader(env))
+            parts = self._unpacked_parts(small, env) if varies and not tainted else None
             for target in small.targets:
+                if parts is not None and type(target.target) in (cst.Tuple, cst.List):
+                    for element, part in zip(target.target.elements, parts):
+                        self._bind(element.value, part, env)
+                    continue
                 self._bind(target.target, varies, env)
         elif kind is cst.AnnAssign and small.value is not None:
             self._bind(small.target, tainted or self._eval(small.value, self._reader(env)), env)
@@ -291,10 +356,25 @@ class RankData:
             key = dotted_name(small.value.args[0].value)
             if key is not None:
                 env.discard(key)  # `dist.broadcast(indices, src=0)`: every rank now holds rank 0's
+        elif kind is cst.Expr and type(small.value) is cst.Call and type(small.value.func) is cst.Attribute \
+                and small.value.func.attr.value in _FILLING and (
+                    tainted or any(self._eval(a.value, self._reader(env)) for a in small.value.args)):
+            key = dotted_name(small.value.func.value)
+            if key is not None:  # `val_losses.append(val_loss)`: the list now holds this rank's values
+                if not tainted and key not in env:
+                    self._filled.add((self._scope, key))  # (filled on every rank: its length is not)
+                elif tainted:
+                    self._filled.discard((self._scope, key))
+                env.add(key)
+                self._note_exit(key)
         elif kind in (cst.Continue, cst.Break) and (tainted or self._in_handler):
             self._left_locally = small
         elif kind is cst.Return and self._returns is not None and small.value is not None:
             self._returns.append(tainted or self._eval(small.value, self._reader(env)))
+            if self._return_parts is not None:
+                items = small.value.elements if type(small.value) is cst.Tuple else None
+                self._return_parts.append(None if items is None or any(type(e) is cst.StarredElement for e in items)
+                                          else [tainted or self._eval(e.value, self._reader(env)) for e in items])
         return env
 
     def _note_exit(self, key: str) -> None:
@@ -312,6 +392,7 @@ class RankData:
 
     def _bind(self, target: cst.BaseExpression, varies: bool, env: set[str]) -> None:
         for key in bound_names(target):
+            self._filled.discard((self._scope, key))
             for stale in [k for k in env if k.startswith(key + ".")]:
                 env.discard(stale)
             if varies:

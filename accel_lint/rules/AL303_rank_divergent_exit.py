@@ -19,7 +19,9 @@ class RankDivergentExit(Rule):
     data, or an `except` handler (`except torch.cuda.OutOfMemoryError: continue`). Rank-local
     is a fact of the model's data flow, not of names: a value computed from a batch (the loop
     variable over a loader), from a model's forward or `generate` (`loss.item() < threshold`,
-    `torch.isnan(loss)`), from the clock, or assigned under a
+    `torch.isnan(loss)`), from the clock, returned by a same-file helper that computes it
+    so (`val_loss, metrics = evaluate(model, val_loader)`: each item of a returned tuple on its
+    own), put into a list (`val_losses.append(val_loss)`; the list's `len()` stays uniform), or assigned under a
     condition that is itself rank-local (a patience counter on un-reduced metrics), or after a
     `continue` that only some ranks take (`except RuntimeError: continue` before `step += 1`:
     the failing rank's step counter falls behind, so it stops one pass later). Exits on a
@@ -70,6 +72,36 @@ class RankDivergentExit(Rule):
 
     VALID = [
         """\
+        import torch
+        from accelerate import Accelerator
+        def evaluate(model, loader, metric):
+            total = 0.0
+            with torch.no_grad():
+                for batch in loader:
+                    logits = model(batch)
+                    total += logits.sum().item()
+                    metric(logits, batch)
+            return total / len(loader), metric.compute()  # a loss of this rank's shard; a metric it syncs
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(train_set, batch_size=8)
+        val_loader = torch.utils.data.DataLoader(val_set, batch_size=8)
+        model, optimizer, loader, val_loader = accelerator.prepare(model, optimizer, loader, val_loader)
+        losses, scores = [], []
+        for epoch in range(100):
+            for batch in loader:
+                accelerator.backward(model(batch).sum())
+                optimizer.step()
+            val_loss, score = evaluate(model, val_loader, metric)
+            losses.append(val_loss)
+            scores.append(score)
+            if len(scores) - scores.index(max(scores)) > 5:  # the synced metric: the same everywhere
+                break
+            if len(losses) >= 50:  # one item per epoch on every rank
+                break
+        """,
+        """\
         from accelerate import Accelerator
         import torch
         from torch.utils.data import DataLoader
@@ -92,6 +124,34 @@ class RankDivergentExit(Rule):
         """,
     ]
     INVALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        def evaluate(model, loader, metric):
+            total = 0.0
+            with torch.no_grad():
+                for batch in loader:
+                    logits = model(batch)
+                    total += logits.sum().item()
+                    metric(logits, batch)
+            return total / len(loader), metric.compute()  # a loss of this rank's shard; a metric it syncs
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(train_set, batch_size=8)
+        val_loader = torch.utils.data.DataLoader(val_set, batch_size=8)
+        model, optimizer, loader, val_loader = accelerator.prepare(model, optimizer, loader, val_loader)
+        losses, scores = [], []
+        for epoch in range(100):
+            for batch in loader:
+                accelerator.backward(model(batch).sum())
+                optimizer.step()
+            val_loss, score = evaluate(model, val_loader, metric)
+            losses.append(val_loss)
+            scores.append(score)
+            if len(losses) - losses.index(min(losses)) > 5:
+                break  # expect: AL303
+        """,
         """\
         from accelerate import Accelerator
         accelerator = Accelerator()
