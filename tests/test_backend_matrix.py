@@ -92,7 +92,7 @@ def test_the_runner_on_two_gloo_ranks_and_one_process(tmp_path):
 
 
 def test_the_new_rules_harm_measured_on_two_gloo_ranks(tmp_path):
-    """AL307, AL505 and AL506 (all four shapes): the bad fixtures end with different weights on the two ranks, the good
+    """AL307, AL505 and AL506 (all five shapes): the bad fixtures end with different weights on the two ranks, the good
     ones with the same. AL206: with an unseeded split the ranks hold out different samples and
     train on each other's held-out ones; with a seeded one they agree."""
     out = tmp_path / "matrix.json"
@@ -101,7 +101,7 @@ def test_the_new_rules_harm_measured_on_two_gloo_ranks(tmp_path):
     assert code == 0
     cells = {c["fixture"]: c for c in json.loads(out.read_text())["cells"]}
     for rule in ("al307_rank_gated_scheduler_step", "al505_prepare_result_discarded", "al506_train_on_unwrapped", "al506_forward_of_given_module",
-                 "al506_container_of_parts", "al506_inner_module"):
+                 "al506_container_of_parts", "al506_inner_module", "al506_trainer_keeps_bare"):
         bad, good = cells[f"{rule}_bad"], cells[f"{rule}_good"]
         assert bad["outcome"] == "silent" and "replicas hold different weights" in bad["detail"], bad
         assert good["outcome"] == "ok", good

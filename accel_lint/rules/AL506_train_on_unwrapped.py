@@ -5,6 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import MAYBE, NO, YES, FileModel, dotted_name, shorten
+from ..model.objects import MODULE_ONLY_METHODS, SELF_RETURNING
 from .base import Finding, Rule
 
 
@@ -27,7 +28,11 @@ class TrainOnUnwrapped(Rule):
     or its wrapper. And a loss computed only through the module inside the wrapper
     (`loss = model.module.loss_fn(batch)` then `accelerator.backward(loss)`) in a training
     loop, when nothing in the file calls the prepared model itself.
-    Not flagged: a new name for the unwrapped model; a rebinding after the last training use;
+    Also flags a class handed the prepared model that keeps only its bare module
+    (`self.model = accelerator.unwrap_model(model)`, the wrapper kept nowhere) when a method of
+    the class runs `self.model` (its forward, a method of it, or a call given it) before the
+    accelerator's backward.
+    Not flagged: a new name for the unwrapped model while the wrapper is kept and trained; a rebinding after the last training use;
     a rebinding under a rank guard (that is AL502); a model `prepare` did not wrap.
 
     ## Why is this bad?
@@ -35,7 +40,7 @@ class TrainOnUnwrapped(Rule):
     gradients, so each rank trains its own copy and the replicas drift apart. Nothing fails.
     Under FSDP and ZeRO-3 the bare module holds only this rank's shards of the parameters.
 
-    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al506_*_bad.py`, one per shape, four shapes): the two
+    Measured on 2 CPU ranks (gloo, `fixtures/matrix/al506_*_bad.py`, one per shape, five shapes): the two
     ranks end with different parameters; the `_good` twins end with the same.
 
     ## Example
@@ -125,6 +130,25 @@ class TrainOnUnwrapped(Rule):
         """,
     ]
     INVALID = [
+        # a trainer handed the prepared model keeps only its bare module and trains it
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Trainer:
+            def __init__(self, model, optimizer, accelerator):
+                self.model = accelerator.unwrap_model(model)  # expect: AL506
+                self.optimizer = optimizer
+                self.accelerator = accelerator
+            def step(self, batch):
+                loss = self.model(batch).sum()
+                self.accelerator.backward(loss)
+                self.optimizer.step()
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        trainer = Trainer(model, optimizer, accelerator)
+        """,
         # the loss computed by a method of the module inside the wrapper, the only source of a backward
         """\
         import torch
@@ -220,6 +244,17 @@ class TrainOnUnwrapped(Rule):
                           f"unwrapped model to a new name",
                           evidence=tuple(model.value_evidence(inner)
                                          + [(forward, "trained here after the rebinding")]))
+        for assign, step, backward in _kept_only_bare(model):
+            name = model.code(assign.targets[0].target)
+            wrapper = model.code(assign.value.args[0].value)
+            yield Finding(assign.targets[0].target,
+                          f"`{name}` keeps only the bare module inside the prepared `{wrapper}`, which is not kept "
+                          f"anywhere; the training step `{shorten(model.code(step))}` (line {model.line_of(step)}) "
+                          f"then bypasses the DDP wrapper: gradients are no longer averaged and the replicas drift "
+                          f"apart; keep the wrapper for training and unwrap only to save or inspect",
+                          evidence=tuple(model.value_evidence(assign.value.args[0].value)
+                                         + [(step, "trained here through the bare module"),
+                                            (backward, "the backward pass of that step")]))
         # one finding per forward: a container prepared in both branches of an `if` is one mistake
         by_forward: dict[cst.Call, list] = {}
         for forward, prepare, container, owner in _bypassed_containers(model):
@@ -304,6 +339,78 @@ def _sole_source_of_a_backward(model: FileModel, call: cst.Call, loop: cst.CSTNo
     return any(model.performs(c, "BACKWARD") and c.args and type(c.args[0].value) is cst.Name
                and c.args[0].value.value == loss and model.line_of(c) > model.line_of(statement)
                for c in model.calls_in(loop))
+
+
+def _kept_only_bare(model: FileModel) -> Iterable[tuple[cst.Assign, cst.Call, cst.Call]]:
+    """``(assignment, training call, backward)``: ``self.model = accelerator.unwrap_model(model)``
+    on every rank, where ``model`` is a parameter holding a prepared, wrapped model that the
+    method does nothing else with (the wrapper is dropped), and a method of the class runs
+    ``self.model`` (its forward, or a method of it) and then the accelerator's backward."""
+    for call in model.index.calls:
+        if not model.is_unwrap_call(call):
+            continue
+        assign = model.index.parents.get(call)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            continue
+        target = dotted_name(assign.targets[0].target)
+        inner = call.args[0].value
+        scope = model.scope_of(assign)
+        if target is None or not target.startswith("self.") or type(inner) is not cst.Name \
+                or not isinstance(scope, cst.FunctionDef) or model.rank_guard_of(assign) is not None \
+                or model.under_rank_condition(assign):
+            continue
+        if inner.value not in {p.name.value for p in scope.params.params}:
+            continue
+        held = model.value_at(inner)
+        if held is None or held.kind != "model" or held.prepared != YES or held.not_wrapped:
+            continue
+        if any(type(n) is cst.Name and n.value == inner.value and n is not inner for n in model.index.loads_in(scope.body)):
+            continue  # the wrapper is used (or kept) elsewhere in the method
+        cls = model.index.class_of(scope)
+        if cls is None or any(s is not scope and _binds_attr(model, s, target) for s in cls.methods.values()):
+            continue  # bound elsewhere too: which object trains is not known
+        found = _trains_through(model, cls, target)
+        if found is not None:
+            yield (assign, *found)
+
+
+# methods of a module that run no forward
+_NO_FORWARD = MODULE_ONLY_METHODS | SELF_RETURNING | {"state_dict", "load_state_dict", "zero_grad", "apply",
+                                                    "named_buffers", "buffers", "save_pretrained"}
+
+
+def _binds_attr(model: FileModel, method: cst.FunctionDef, target: str) -> bool:
+    return any(type(n) is cst.AssignTarget and dotted_name(n.target) == target for n in model.index.walk(method))
+
+
+def _trains_through(model: FileModel, cls, target: str) -> tuple[cst.Call, cst.Call] | None:
+    """A method of ``cls`` that calls ``target`` (``self.model(x)`` or ``self.model.step(x)``) and,
+    after it, the accelerator's backward."""
+    order = model.index.call_order
+    for method in cls.methods.values():
+        calls = [c for c in model.index.walk(method) if isinstance(c, cst.Call)]
+        backward = next((c for c in calls if model.performs(c, "BACKWARD")), None)
+        if backward is None:
+            continue
+        for c in calls:
+            func = c.func
+            owner = func.value if isinstance(func, cst.Attribute) else None
+            method_name = func.attr.value if isinstance(func, cst.Attribute) else None
+            if method_name in _NO_FORWARD:
+                continue  # (a mode switch, a move, its parameters: no forward)
+            given = any(dotted_name(a.value) == target for a in c.args) and not (
+                owner is not None and model.is_accelerator(owner))  # `loss_of(self.model, batch)`
+            if (dotted_name(func) == target or (owner is not None and dotted_name(owner) == target) or given) \
+                    and order.get(c, 0) < order.get(backward, 0) and not _under_no_grad(model, c):
+                return c, backward
+    return None
+
+
+def _under_no_grad(model: FileModel, node: cst.CSTNode) -> bool:
+    return any(isinstance(a, cst.With) and any((dotted_name(i.item.func) if isinstance(i.item, cst.Call) else "")
+                                              in ("torch.no_grad", "no_grad", "torch.inference_mode")
+                                              for i in a.items)
+               for a in model.ancestors(node))
 
 
 def _unwrapping_rebinds(model: FileModel) -> Iterable[tuple[cst.Assign, cst.BaseExpression]]:
