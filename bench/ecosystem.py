@@ -313,6 +313,15 @@ GIT_CORPORA = {
     "plant-species-classification": ("geranium12/plant-clef-2025", "556afb418ef046d85f77520e74dcd35f009341cc", None),
     "single-cell-foundation-model": ("ma-compbio/Heimdall", "dbfc4aa55f46d5aed1f340dd486bf20a01412895", None),
     "skin-lesion-segmentation": ("ScholarChen20/Swin-UMamba-main", "e06d27a6a87bac7447d8a6fb9afc95d0edcb3a5f", None),
+    # batch 26 (2026-11-29, sixteenth session): first contact recorded at 459828a, after batch 25's fixes
+    "vlm-policy-ppo-crafter": ("giobin/VlmPolicyEsann24", "b73a8a0173af200db627a34ceba3523d9d1e6df9", None),
+    "gan-zoo-training": ("xyfJASON/gans-pytorch", "8ba548da0a8a1080991ded77b87aa46c1b5a9dff", None),
+    "multimodal-fusion-omics": ("josiahbjorgaard/mca-paper", "1883ef889905f6c3c929af18a21d854e7272ad4d", None),
+    "crystal-property-pretraining": ("shrimonmuke0202/CrysLDNet", "e227d13860697828cf55eeb7f53a99ec787e150f", None),
+    "code-llm-humaneval-mbpp-eval": ("deepseek-ai/DeepSeek-Coder", "2f9fd85927c669dae3c0fbb2d607274023af243e", None),
+    "pii-token-classification": ("jashdalvi/PII-Data-Detection", "4f96b3cdde4724418e25e887a6fac85c7578ae47", None),
+    "timeseries-anomaly-contrastive": ("alibaba/sreworks-ext", "499542e693ccddedcc797191b7924d09e4241577", "aiops/ContraAD"),
+    "speech-deepfake-detection": ("KORALLLL/AASIST_SCALING", "28dbcd6bbb738a2a8d7d2288e0628daab5bb9ce4", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
