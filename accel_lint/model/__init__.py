@@ -50,7 +50,7 @@ from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_
                            WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, NOT_OPS)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ONE_STEP_ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
                       NO, SELF_RETURNING, YES, ObjectTracker, Value, arguments_by_parameter)
-from .ops import Divergence, Guard, OpAnalysis, Op
+from .ops import Divergence, Guard, OpAnalysis, Op, _always_exits
 from .undecided import undecided_rank_test
 from .ranks import RankEvaluator
 from ..reparse import Layout
@@ -1402,7 +1402,30 @@ class FileModel:
         then (``num_processes == 1``, ``distributed_type == DistributedType.NO``, ``not
         torch.distributed.is_initialized()``, ``torch.backends.mps.is_available()``: Accelerate
         runs one process on Apple silicon), or its ``else`` (``num_processes > 1``)."""
-        return self._in_arm_where(node, self._single_process_test) or self.without_accelerator_at(node)
+        return self._in_arm_where(node, self._single_process_test) or self.without_accelerator_at(node) \
+            or self._several_refused_before(node)
+
+    def _several_refused_before(self, node: cst.CSTNode) -> bool:
+        """Whether the program stops, before ``node`` in its own scope, unless it runs as one
+        process: ``assert accelerator.num_processes == 1``, ``assert torch.cuda.device_count()
+        == 1`` (a launch on several GPUs sees them all in every process), or ``if world_size >
+        1: raise ...``."""
+        scope = self.index.scope_of(node)
+        body = list(self.index.body_of(scope))
+        positions = {id(stmt): i for i, stmt in enumerate(body)}
+        top = next((positions[id(a)] for a in [node, *self.index.ancestors(node)] if id(a) in positions), None)
+        if top is None:
+            return False
+        for stmt in body[:top]:
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if type(small) is cst.Assert and (self._single_process_test(small.test) is True
+                                                      or self._several_gpus_test(small.test) is False):
+                        return True
+            elif type(stmt) is cst.If and stmt.orelse is None and _always_exits(stmt.body.body) \
+                    and (self._single_process_test(stmt.test) is False or self._several_gpus_test(stmt.test) is True):
+                return True
+        return False
 
     def rank_undecided_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` sits, in its own function, in an arm of an ``if`` (or conditional

@@ -39,7 +39,9 @@ class UnpreparedDataloader(Rule):
     fills only inside loops over a prepared loader (an RL trainer's rollouts of this rank's
     prompts), loaders prepared in a same-file helper, loaders from other files (unknown), and
     evaluation loops that only some ranks run (main-only evaluation under
-    `if accelerator.is_main_process:`, which must see the whole set and gathers nothing).
+    `if accelerator.is_main_process:`, which must see the whole set and gathers nothing), and
+    loops after the program stops unless it runs as one process (`if torch.cuda.device_count() >
+    1: raise ...`, `assert accelerator.num_processes == 1`).
 
     ## Example
     ```python
@@ -64,6 +66,21 @@ class UnpreparedDataloader(Rule):
     summary = "a DataLoader iterated in a training/eval loop is never prepared; every rank sees the full dataset"
 
     VALID = [
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train_dl = DataLoader(embeddings, batch_size=64, shuffle=True)  # one process: the whole set
+        world_size = torch.cuda.device_count()
+        if world_size > 1:
+            raise SystemExit("run this probe on one GPU")
+        for batch in train_dl:
+            accelerator.backward(model(batch).sum())
+            optimizer.step()
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -297,6 +314,8 @@ for batch in eval_dl:  # expect: AL201
                 origins = _unprepared_origins(model, value)
                 if origins is None:
                     continue
+                if model.single_process_at(loop):
+                    continue  # (the program runs only as one process there: nothing to shard)
                 train = _trains(model, loop)
                 if train is None or (not train and model.under_rank_condition(loop)):
                     # an evaluation only some ranks run (main-only evaluation): sharding its

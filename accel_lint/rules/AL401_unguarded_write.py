@@ -39,7 +39,9 @@ class UnguardedWrite(Rule):
     writes inside `with accelerator.split_between_processes(...)` or
     `with accelerator.main_process_first():` (the main process fills a cache before the others
     run the same code), temporary files,
-    helpers only called under a guard, `accelerator.save` and `save_state`, and programs that
+    helpers only called under a guard, `accelerator.save` and `save_state`, writes after the
+    program stops unless it runs as one process (`assert torch.cuda.device_count() == 1`, `if
+    world_size > 1: raise ...`), and programs that
     use nothing of several processes (an inference or caching tool that builds an
     `Accelerator` for its device and autocast, and prepares, gathers and asks for no rank).
 
@@ -78,6 +80,14 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+assert torch.cuda.device_count() == 1  # one GPU, so one process: nothing to race with
+torch.save(model.state_dict(), "embeddings.pt")
+""",
         """
 import os
 import numpy as np
