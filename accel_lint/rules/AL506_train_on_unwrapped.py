@@ -32,7 +32,8 @@ class TrainOnUnwrapped(Rule):
     (`self.model = accelerator.unwrap_model(model)`, the wrapper kept nowhere) when a method of
     the class runs `self.model` (its forward, a method of it, or a call given it) before the
     accelerator's backward.
-    Not flagged: a new name for the unwrapped model while the wrapper is kept and trained; a rebinding after the last training use;
+    Not flagged: a function that all-reduces the gradients itself (it reads `.grad` and runs
+    `torch.distributed.all_reduce` or `accelerator.reduce`); a new name for the unwrapped model while the wrapper is kept and trained; a rebinding after the last training use;
     a rebinding under a rank guard (that is AL502); a model `prepare` did not wrap.
 
     ## Why is this bad?
@@ -68,6 +69,29 @@ class TrainOnUnwrapped(Rule):
     summary = "a training forward on the bare module, not the wrapper prepare() returned: gradients are not synchronised"
 
     VALID = [
+        # the bare module trained, its gradients all-reduced by hand (cleanrl's multi-GPU PPO)
+        """\
+        import torch
+        import torch.distributed as dist
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        agent = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(agent.parameters(), lr=1e-3)
+        agent, optimizer = accelerator.prepare(agent, optimizer)
+        agent = agent.module
+        for update in range(100):
+            for batch in rollouts():
+                loss = agent(batch).sum()
+                optimizer.zero_grad()
+                loss.backward()
+                grads = torch.cat([p.grad.view(-1) for p in agent.parameters()])
+                dist.all_reduce(grads, op=dist.ReduceOp.SUM)
+                offset = 0
+                for p in agent.parameters():
+                    p.grad.copy_(grads[offset:offset + p.numel()].view_as(p.grad) / accelerator.num_processes)
+                    offset += p.numel()
+                optimizer.step()
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -235,7 +259,7 @@ class TrainOnUnwrapped(Rule):
             if held is None or held.kind != "model" or held.prepared not in (YES, MAYBE) or held.not_wrapped:
                 continue
             forward = _trained_after(model, name, assign)
-            if forward is None:
+            if forward is None or _reduces_gradients_by_hand(model, model.scope_of(assign)):
                 continue
             yield Finding(assign.targets[0].target,
                           f"`{name}` held the prepared model and now holds the bare module on every rank; the "
@@ -339,6 +363,19 @@ def _sole_source_of_a_backward(model: FileModel, call: cst.Call, loop: cst.CSTNo
     return any(model.performs(c, "BACKWARD") and c.args and type(c.args[0].value) is cst.Name
                and c.args[0].value.value == loss and model.line_of(c) > model.line_of(statement)
                for c in model.calls_in(loop))
+
+
+def _reduces_gradients_by_hand(model: FileModel, scope) -> bool:
+    """``scope`` all-reduces gradients itself (``dist.all_reduce(torch.cat([p.grad.view(-1) for
+    ...]))``, cleanrl's multi-GPU PPO): it reads ``.grad`` and runs an all-reduce, so training
+    the bare module does not leave the replicas unsynchronised."""
+    reads_grads = any(type(node) is cst.Attribute and node.attr.value == "grad" for node in model.index.walk(scope))
+    return reads_grads and any(
+        (model.index.imports.qualify_expr(call.func) or "") in ("torch.distributed.all_reduce",
+                                                             "torch.distributed.all_reduce_coalesced")
+        or (isinstance(call.func, cst.Attribute) and call.func.attr.value == "reduce"
+            and model.is_accelerator(call.func.value))
+        for call in model.calls_in(scope))
 
 
 def _kept_only_bare(model: FileModel) -> Iterable[tuple[cst.Assign, cst.Call, cst.Call]]:
