@@ -139,6 +139,10 @@ class FileModel:
         self.incoming = incoming or {}
         self._positions = None
         self._every_rank: dict = {}
+        # per scope: where the first statement that refuses several processes is, and where
+        # each top-level statement of its body is (see `_several_refused_before`)
+        self._refusals: dict = {}
+        self._statement_positions: dict = {}
 
     def _user_declared(self) -> dict[str, list[tuple[str, str]]]:
         """The project's own rank predicates and collectives (``extend-rank-predicates``,
@@ -1411,21 +1415,30 @@ class FileModel:
         == 1`` (a launch on several GPUs sees them all in every process), or ``if world_size >
         1: raise ...``."""
         scope = self.index.scope_of(node)
-        body = list(self.index.body_of(scope))
-        positions = {id(stmt): i for i, stmt in enumerate(body)}
-        top = next((positions[id(a)] for a in [node, *self.index.ancestors(node)] if id(a) in positions), None)
-        if top is None:
+        refused = self._refusals.get(scope, -1)
+        if refused == -1:
+            refused = self._refusals[scope] = self._first_refusal(scope)
+        if refused is None:
             return False
-        for stmt in body[:top]:
+        positions = self._statement_positions.get(scope)
+        if positions is None:
+            positions = self._statement_positions[scope] = {id(stmt): i for i, stmt in enumerate(self.index.body_of(scope))}
+        top = next((positions[id(a)] for a in [node, *self.index.ancestors(node)] if id(a) in positions), None)
+        return top is not None and refused < top
+
+    def _first_refusal(self, scope) -> int | None:
+        """The position in ``scope``'s body of the first statement that stops the program unless
+        it runs as one process (see ``_several_refused_before``), or ``None``."""
+        for i, stmt in enumerate(self.index.body_of(scope)):
             if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if type(small) is cst.Assert and (self._single_process_test(small.test) is True
                                                       or self._several_gpus_test(small.test) is False):
-                        return True
+                        return i
             elif type(stmt) is cst.If and stmt.orelse is None and _always_exits(stmt.body.body) \
                     and (self._single_process_test(stmt.test) is False or self._several_gpus_test(stmt.test) is True):
-                return True
-        return False
+                return i
+        return None
 
     def rank_undecided_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` sits, in its own function, in an arm of an ``if`` (or conditional

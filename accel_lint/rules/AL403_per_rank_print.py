@@ -219,8 +219,9 @@ class PerRankPrint(Rule):
                 where = model.scope_of(constructor)
                 first_accelerator[where] = min(order[constructor], first_accelerator.get(where, order[constructor]))
         print_replaced = model.replaces_builtin_print
+        rebinds = _print_rebinds(model) if "print" in model.index.identifiers else []
         for call in model.index.calls:
-            kind = _kind(model, call)
+            kind = _kind(model, call, rebinds)
             if kind is None or model.rank_guard_of(call) is not None:
                 continue
             scope = model.scope_of(call)
@@ -260,10 +261,10 @@ class PerRankPrint(Rule):
                               evidence=tuple(model.launch_evidence(scope)))
 
 
-def _kind(model: FileModel, call: cst.Call) -> str | None:
+def _kind(model: FileModel, call: cst.Call, rebinds: list[cst.AssignTarget]) -> str | None:
     func = call.func
     if isinstance(func, cst.Name) and func.value == "print" and "print" not in model.index.module_functions:
-        if model.index.imports.qualify("print") is None and not _print_rebound(model, call):
+        if model.index.imports.qualify("print") is None and not _print_rebound(model, call, rebinds):
             return "print"
     qualified = model.index.imports.qualify_expr(func) or ""
     if qualified in _TQDM:
@@ -271,14 +272,18 @@ def _kind(model: FileModel, call: cst.Call) -> str | None:
     return None
 
 
-def _print_rebound(model: FileModel, call: cst.Call) -> bool:
+def _print_rebinds(model: FileModel) -> list[cst.AssignTarget]:
+    """The assignments to the name ``print`` in the file (``print = accelerator.print``)."""
+    return [node for node in model.index.parents if type(node) is cst.AssignTarget
+            and type(node.target) is cst.Name and node.target.value == "print"]
+
+
+def _print_rebound(model: FileModel, call: cst.Call, rebinds: list[cst.AssignTarget]) -> bool:
     """The name ``print`` is bound by the program where ``call`` reads it (``print =
     accelerator.print`` at module level, before a module-level call or anywhere for a call in a
     function; or in the call's own function): it is not the builtin there."""
     scope = model.scope_of(call)
-    for node in model.index.parents:
-        if type(node) is not cst.AssignTarget or type(node.target) is not cst.Name or node.target.value != "print":
-            continue
+    for node in rebinds:
         where = model.scope_of(node)
         if where is scope and type(scope) is not cst.Module:
             return True
