@@ -660,3 +660,14 @@ place_anywhere(net, "cuda:1")
     first, second = (call.args[0].value for call in calls(model, "module.to"))
     assert model.is_accelerator_device(first)
     assert not model.is_accelerator_device(second)  # one call passes another device
+
+
+def test_a_pass_of_a_loop_body_just_before_the_loop_is_the_same_as_one_just_after():
+    from accel_lint.model.ops import _rotated
+
+    # the main process: a loop of barriers, then one; the others: one, then the loop
+    assert _rotated(["BARRIER", "(L1", "BARRIER", ")"]) == ["(L1", "BARRIER", ")", "BARRIER"]
+    assert _rotated(["(L1", "BARRIER", ")", "BARRIER"]) == ["(L1", "BARRIER", ")", "BARRIER"]
+    # a different op before the loop, or a body with structure in it, stays where it is
+    assert _rotated(["GATHER", "(L1", "BARRIER", ")"]) == ["GATHER", "(L1", "BARRIER", ")"]
+    assert _rotated(["BARRIER", "(L1", "(L2", ")", "BARRIER", ")"]) == ["BARRIER", "(L1", "(L2", ")", "BARRIER", ")"]

@@ -350,7 +350,7 @@ class OpAnalysis:
         if key not in self._divergent:
             self._divergent[key] = False  # recursion guard
             flats = [self.summary(scope, c, constants).flat() for c in self.ranks.classes]
-            tokens = [_kinds(seq) for seq, _ in flats]
+            tokens = [_rotated(_kinds(seq)) for seq, _ in flats]
             self._divergent[key] = any(t != tokens[0] for t in tokens[1:]) or any(forks for _, forks in flats)
         return self._divergent[key]
 
@@ -378,6 +378,8 @@ class OpAnalysis:
         base_kinds = _kinds(base)
         if any(OPAQUE in _kinds(seq) for seq in seqs.values()):
             return  # unknown means no finding
+        if not found and all(_rotated(_kinds(seq)) == _rotated(base_kinds) for seq in seqs.values()):
+            return  # the same ops in an order that runs the same (see `_rotated`)
         for cls in classes[1:]:
             other = seqs[cls.name]
             if _kinds(other) == base_kinds:
@@ -517,6 +519,34 @@ def _kinds(tokens: list[tuple[str, Op | None]]) -> list[str]:
     return [t for t, _ in tokens]
 
 
+def _rotated(kinds: list[str]) -> list[str]:
+    """``kinds`` with what runs just before a loop moved after it where it is one pass of that
+    loop's body (made only of ops): ``S, loop(S)`` and ``loop(S), S`` run the same ops (the main
+    process's ``setup()`` then a barrier, the others' barrier then ``setup()``, each ``setup()`` a
+    loop of barriers). Used only to show that sequences that differ are the same, never to
+    make them differ."""
+    out: list[str] = []
+    i = 0
+    while i < len(kinds):
+        token = kinds[i]
+        if token.startswith("(L"):
+            depth, j = 1, i + 1
+            while j < len(kinds) and depth:
+                depth += kinds[j].startswith("(") - (kinds[j] == ")")
+                j += 1
+            body = kinds[i + 1:j - 1]
+            flat = body and not any(t.startswith("(") or t in ("|", ")") for t in body)
+            if flat and out[len(out) - len(body):] == body and len(out) >= len(body):
+                del out[len(out) - len(body):]
+                out.extend(kinds[i:j])
+                out.extend(body)
+                i = j
+                continue
+        out.append(token)
+        i += 1
+    return out
+
+
 def _flatten(items: list[Item], forks: list[Op] | None) -> list[tuple[str, Op | None]]:
     out: list[tuple[str, Op | None]] = []
     for item in items:
@@ -532,21 +562,9 @@ def _flatten(items: list[Item], forks: list[Op] | None) -> list[tuple[str, Op | 
                 out.append(("|", None))
             out.append((")", None))
         elif isinstance(item, Loop):
-            body = _flatten(item.body, forks)
-            # what runs just before a loop, when it is one pass of that loop's body, is put after
-            # it: `S, loop(S)` and `loop(S), S` run the same ops (the main process's `setup()`
-            # then a barrier, the others' barrier then `setup()`, each `setup()` a loop of
-            # barriers), so a split barrier around a helper that loops over them balances
-            before = out[len(out) - len(body):] if body and len(out) >= len(body) else None
-            moved = before is not None and _kinds(before) == _kinds(body) and not any(
-                t.startswith("(") or t in ("|", ")") for t in _kinds(body))
-            if moved:
-                del out[len(out) - len(body):]
             out.append((f"(L{id(item.key)}", None))
-            out.extend(body)
+            out.extend(_flatten(item.body, forks))
             out.append((")", None))
-            if moved:
-                out.extend(before)
         elif isinstance(item, Fork):
             branches = [_flatten(b, None) for b in item.branches]
             if all(_kinds(b) == _kinds(branches[0]) for b in branches[1:]):
