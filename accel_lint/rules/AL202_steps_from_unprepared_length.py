@@ -37,6 +37,10 @@ class StepsFromUnpreparedLength(Rule):
     args.ga)`, `num_training_steps=max_steps * args.ga`) in a file that trains inside
     `accelerator.accumulate()`: the prepared scheduler skips the micro-steps that do not sync,
     so it counts optimizer steps already.
+    Also flags (variant B5) such a prepared scheduler whose horizon is, on every path, a count
+    of the loader's batches taken before `prepare` (`len(train_dl) * epochs`) with the
+    accumulation steps nowhere in its making: the prepared scheduler steps `num_processes` times
+    per optimizer step, so only 1/GA of the horizon passes.
     Not flagged: the horizon of a scheduler that a file with a training step never steps (it
     keeps its first learning rate); a loop exit on a count N times too large inside `for` loops that end on their
     own (the epoch loop ends first: the exit never fires); a scheduler sized from the
@@ -52,7 +56,7 @@ class StepsFromUnpreparedLength(Rule):
     Bounds computed before `prepare` are N times too large: epoch counts derived from them
     overrun, progress bars never complete and step-based checkpoints and evaluations shift.
     With B2, the learning-rate schedule reaches only 1/N of its horizon (it never decays); with
-    B4, only 1/GA of it (a warmup lasts GA times longer).
+    B4 and B5, only 1/GA of it (a warmup lasts GA times longer).
 
     ## Example
     ```python
@@ -77,6 +81,27 @@ class StepsFromUnpreparedLength(Rule):
     summary = "a loop bound computed from len(loader) before prepare() made the loader N times shorter"
 
     VALID = [
+        """\
+        import math
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import get_cosine_schedule_with_warmup
+        accelerator = Accelerator(gradient_accumulation_steps=args.grad_steps)
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        train_dl = DataLoader(dataset, batch_size=8, shuffle=True)
+        total_steps = math.ceil(len(train_dl) / args.grad_steps) * args.epochs  # optimizer steps
+        scheduler = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=100, num_training_steps=total_steps)
+        model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+        for epoch in range(args.epochs):
+            for batch in train_dl:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(batch).sum())
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+        """,
         """\
         import math
         from accelerate import Accelerator, DataLoaderConfiguration
@@ -166,6 +191,28 @@ class StepsFromUnpreparedLength(Rule):
         """,
     ]
     INVALID = [
+        """\
+        import math
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import get_cosine_schedule_with_warmup
+        accelerator = Accelerator(gradient_accumulation_steps=args.grad_steps)
+        model = torch.nn.Linear(2, 1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        train_dl = DataLoader(dataset, batch_size=8, shuffle=True)
+        total_steps = len(train_dl) * args.epochs
+        scheduler = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=100,
+                                                    num_training_steps=total_steps)  # expect: AL202
+        model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+        for epoch in range(args.epochs):
+            for batch in train_dl:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(batch).sum())
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+        """,
         # B3 where the loop runs over a progress bar bound to a name (the last binding before it)
         """\
         import torch
@@ -347,6 +394,16 @@ class StepsFromUnpreparedLength(Rule):
                                        f"than meant; drop the factor",
                               evidence=((setting, "the accelerator accumulates gradients over this many micro-steps"),
                                         (factor, "the horizon multiplies by it"),
+                                        (horizon, "the horizon of a scheduler `prepare()` returns")))
+            for horizon, source, setting in _micro_batch_horizons(model):
+                loader = model.code(source.args[0].value)
+                yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` counts every batch of `len({loader})` "
+                                       f"before `prepare()`, but the accelerator accumulates `{model.code(setting)}` "
+                                       f"batches per optimizer step and the prepared scheduler steps only on those: the "
+                                       f"schedule reaches about 1/`{model.code(setting)}` of its horizon; divide the "
+                                       f"count by the accumulation steps",
+                              evidence=(*model.length_evidence(source),
+                                        (setting, "the accelerator accumulates gradients over this many batches"),
                                         (horizon, "the horizon of a scheduler `prepare()` returns")))
             for horizon, source in _inflated_horizons(model):
                 loader = model.code(source.args[0].value)
@@ -539,6 +596,56 @@ def _accumulated_horizons(model: FileModel):
                 if factor is not horizon and model.code(factor) in spelled:
                     yield horizon, factor, spelled[model.code(factor)]
                     break
+
+
+def _micro_batch_horizons(model: FileModel):
+    """``(horizon, len call, setting)`` (variant B5): a prepared scheduler, stepped inside
+    ``accelerator.accumulate()`` of an accelerator built with accumulation steps other than 1,
+    whose horizon is on every path a count of the loader's batches taken before ``prepare``
+    (``len(train_dl) * epochs``) with the accumulation steps nowhere in its making: the prepared
+    scheduler steps ``num_processes`` times per optimizer step, so it counts optimizer steps, and
+    only ``1/GA`` of the horizon passes."""
+    settings = model.accelerator_settings("gradient_accumulation_steps")
+    if not settings or any(type(v) is not cst.Integer and type(v) not in (cst.Name, cst.Attribute) for v in settings) \
+            or any(type(v) is cst.Integer and v.value in ("0", "1") for v in settings) or not _accumulates(model):
+        return
+    spelled = {model.code(v) for v in settings}
+    for call in model.index.calls:
+        if call not in model.objects.prepared_origins or not _may_be_stepped(model, call):
+            continue
+        for horizon in _horizons(model, call):
+            keyword = model.index.parents.get(horizon)
+            if isinstance(keyword, cst.Arg) and keyword.keyword is not None and "warmup" in keyword.keyword.value:
+                continue  # (one finding per scheduler: its length; the warmup stretches alike)
+            scales = model.step_scales_of(horizon)
+            if not scales or any(scale != 1 or source is None for scale, source in scales):
+                continue
+            if _made_with(model, horizon, spelled):
+                continue
+            source = _first_len(model, scales, lambda scale: scale == 1)
+            if source is not None:
+                yield horizon, source, settings[0]
+                break
+
+
+def _made_with(model: FileModel, expr: cst.BaseExpression, spelled: set[str], depth: int = 0) -> bool:
+    """``expr``, or what the names it reads were assigned from, mentions the accumulation steps:
+    one of ``spelled`` (how the accelerator's setting is written), or the accelerator's own
+    ``gradient_accumulation_steps`` / ``gradient_state.num_steps``."""
+    if depth > 6:
+        return False
+    for node in model.index.walk(expr):
+        if type(node) in (cst.Name, cst.Attribute) and (
+                model.code(node) in spelled or (type(node) is cst.Attribute and node.attr.value in (
+                    "gradient_accumulation_steps", "num_steps"))):
+            return True
+    for name in model.index.loads_in(expr):
+        value = model.value_at(name)
+        origins = value.origins() if value is not None else frozenset()
+        for origin in origins or ([value.origin] if value is not None and value.origin is not None else []):
+            if isinstance(origin, cst.BaseExpression) and origin is not name and _made_with(model, origin, spelled, depth + 1):
+                return True
+    return False
 
 
 def _accumulates(model: FileModel) -> bool:
