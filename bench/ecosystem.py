@@ -322,6 +322,14 @@ GIT_CORPORA = {
     "pii-token-classification": ("jashdalvi/PII-Data-Detection", "4f96b3cdde4724418e25e887a6fac85c7578ae47", None),
     "timeseries-anomaly-contrastive": ("alibaba/sreworks-ext", "499542e693ccddedcc797191b7924d09e4241577", "aiops/ContraAD"),
     "speech-deepfake-detection": ("KORALLLL/AASIST_SCALING", "28dbcd6bbb738a2a8d7d2288e0628daab5bb9ce4", None),
+    # batch 27 (2026-11-29, sixteenth session): first contact recorded at 5038e28, after batch 26's fixes
+    "fashion-multimodal-retrieval": ("xiangyu-mm/UniFashion", "f01a46fb7ed08255fcb52a943d9bcefde03c8eaf", None),
+    "video-action-recognition": ("nateraw/pytorchvideo-accelerate", "c6bb048ca5f686ac7c4ec3ed60305dafb1faf28d", None),
+    "ct-volume-clip": ("ibrahimethemhamamci/CT-CLIP", "a2a155c601987820433c01db69b64d701d3d229d", "scripts"),
+    "small-llm-pretraining": ("SulRash/minLLMTrain", "99be6ffe6f6a764481d422669eaa15f5a25506b7", None),
+    "machine-translation-inference": ("ikergarcia1996/Easy-Translate", "1b3410b64b60449bcad13ba2baae23dfff99e338", None),
+    "knowledge-distillation": ("yoshitomo-matsubara/torchdistill", "3e4373c45214c5c56eebac481d5bfe8b8735aa05", None),
+    "rhythm-game-beatmap-generation": ("OliBomby/Mapperatorinator", "3b7c69aefa0a002f05e451693b78ff4c8fee80f4", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
