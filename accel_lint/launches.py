@@ -6,8 +6,10 @@ processes (a write every rank repeats, a collective under a rank guard) does not
 The project says how it runs a script in its shell scripts, Makefiles and READMEs. This module
 reads them and answers, for each Python file, "launched as one process" when every command
 line that names the file runs it with a plain ``python``, and no line runs it under a launcher
-that starts several (``accelerate launch``, ``torchrun``, ``deepspeed``, ``srun``, ...). A file
-no command names, or named both ways, is unknown, and every rule applies as usual.
+that starts several (``accelerate launch``, ``torchrun``, ``deepspeed``, ``srun``, ...) unless the
+line says one (``--num_processes 1``, a config file with ``num_processes: 1``, or one visible GPU,
+``CUDA_VISIBLE_DEVICES=1``, and no process count or config of its own). A file no command names,
+or named both ways, is unknown, and every rule applies as usual.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ _MULTI = re.compile(r"accelerate(?:\.commands\.launch|\s+launch)\b|\btorchrun\b|
                     r"|\bdeepspeed\b|\bsrun\b|\bmpirun\b|\bmpiexec\b|\bnotebook_launcher\b|\bcolossalai\s+run\b")
 # ... told to start exactly one
 _ONE_PROCESS = re.compile(r"--(?:num_processes|nproc_per_node|num_gpus)[= ]1\b")
+# ... run with one GPU visible (`CUDA_VISIBLE_DEVICES=1 accelerate launch train.py`): with no
+# process count of its own the launcher starts one process per visible GPU
+_ONE_GPU = re.compile(r"\bCUDA_VISIBLE_DEVICES=['\"]?\d+['\"]?(?=\s)")
+_SEVERAL = re.compile(r"--multi_gpu\b|--(?:num_processes|nproc_per_node|num_gpus|num_machines|nnodes)[= ](?!1\b)\d+"
+                      r"|--config[_-]file\b")
 _SCRIPT = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.py)\b")
 _PYTHON = re.compile(r"(?:^|[\s;&|(`])(?:[\w./-]*/)?python(?:3(?:\.\d+)?)?(?:\s+-[uBOW]\w*)*\s+$")
 
@@ -85,7 +92,8 @@ def mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, st
             before = line[:match.start()]
             if _MULTI.search(before):
                 one = _ONE_PROCESS.search(line) or (
-                    "accelerate" in before and _config_processes(before, folders or []) == 1)
+                    "accelerate" in before and _config_processes(before, folders or []) == 1) or (
+                    _ONE_GPU.search(before) and not _SEVERAL.search(line))
                 found.append((script, SINGLE if one else MULTI))
             elif _PYTHON.search(before):
                 found.append((script, SINGLE))

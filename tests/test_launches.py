@@ -107,3 +107,15 @@ def test_a_script_that_pins_one_gpu_at_import_runs_as_one_process():
     assert codes("import os\nos.environ.setdefault('CUDA_VISIBLE_DEVICES', '0')\n" + body) == ["AL504"]
     assert codes('import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0,1"\n' + body) == ["AL302", "AL504"]
     assert codes('import os\ndef pin():\n    os.environ["CUDA_VISIBLE_DEVICES"] = "3"\n' + body) == ["AL302", "AL504"]
+
+
+def test_a_launcher_given_one_visible_gpu_and_no_process_count_starts_one_process():
+    text = textwrap.dedent("""\
+        CUDA_VISIBLE_DEVICES=1 accelerate launch --mixed_precision bf16 src/finetune.py --epochs 3
+        CUDA_VISIBLE_DEVICES=0,1 accelerate launch src/pretrain.py
+        CUDA_VISIBLE_DEVICES=0 accelerate launch --multi_gpu src/joint.py
+        CUDA_VISIBLE_DEVICES=3 torchrun --nproc_per_node 2 src/probe.py
+        CUDA_VISIBLE_DEVICES=2 accelerate launch --config_file eight.yaml src/sweep.py
+    """)
+    assert mentions(text) == [("src/finetune.py", SINGLE), ("src/pretrain.py", MULTI), ("src/joint.py", MULTI),
+                              ("src/probe.py", MULTI), ("src/sweep.py", MULTI)]
