@@ -60,3 +60,21 @@ def test_save_state_with_automatic_checkpoint_naming_falls_out_of_step_on_every_
     plain = source.replace(", automatic_checkpoint_naming=True", "")
     found = [d for d in lint_source(plain.encode(), "x.py", Config()).diagnostics if d.code == "AL302"]
     assert len(found) == 1 and "deadlocks under FSDP and DeepSpeed" in found[0].message
+
+
+def test_a_checkpoint_after_end_training_names_the_backends_where_it_communicates(tmp_path):
+    """`save_state()` after `end_training()` needs the process group only under FSDP and DeepSpeed
+    (or with automatic checkpoint naming); a barrier there raises on every backend."""
+    from conftest import json_findings
+
+    (tmp_path / "train.py").write_text(
+        "from accelerate import Accelerator\n"
+        "accelerator = Accelerator()\n"
+        "model = accelerator.prepare(model)\n"
+        "accelerator.end_training()\n"
+        "accelerator.save_state('final')\n"
+        "accelerator.wait_for_everyone()\n")
+    _, found = json_findings("--no-cache", "--select", "AL306", ".", cwd=tmp_path)
+    messages = {f["line"]: f["message"] for f in found}
+    assert "under FSDP and DeepSpeed" in messages[5] and "it raises" not in messages[5], messages
+    assert ": it raises" in messages[6], messages

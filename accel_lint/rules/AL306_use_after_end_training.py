@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..collectives import NOT_OPS
+from ..collectives import CKPT, NOT_OPS
 from ..model import FileModel, last_attr
 from ..model.names import dotted_name
 from .base import Finding, Rule
@@ -26,7 +26,10 @@ class UseAfterEndTraining(Rule):
     ## Why is this bad?
     `end_training()` destroys the calling rank's process group; the next collective raises
     `ValueError: Default process group has not been initialized` after the whole training
-    run (Accelerate's official `no_trainer` examples shipped with this order).
+    run (Accelerate's official `no_trainer` examples shipped with this order). A checkpoint
+    call (`save_state`, `get_state_dict`) communicates only under FSDP and DeepSpeed, and
+    `save_state` also with automatic checkpoint naming (it waits for the other ranks): under
+    plain DDP it saves without the process group, and the message says so.
 
     Measured on 2 H100s per backend ([docs/backends.md](../backends.md), rows `al306_*`): a
     gather after `end_training()` raised `ValueError: Default process group has not been
@@ -108,8 +111,12 @@ class UseAfterEndTraining(Rule):
                     kind = model.op_kind(call)
                     if kind is None or kind == "END":
                         continue
+                    # a checkpoint call communicates only under FSDP and DeepSpeed (and, for
+                    # `save_state`, with automatic checkpoint naming): under DDP it saves alone
+                    effect = ("under FSDP and DeepSpeed (and with automatic checkpoint naming) it needs the other "
+                              "ranks and raises" if kind == CKPT else "it raises")
                     yield Finding(call, f"`{model.code(call.func)}()` runs after `{what}()` (line {model.line_of(end)}), which "
-                                        f"destroyed the process group: it raises `Default process group has not "
+                                        f"destroyed the process group: {effect} `Default process group has not "
                                         f"been initialized`; move `{what}()` after the last collective",
                                   evidence=((end, f"`{what}()` destroys the process group here" if direct else
                                                   f"`{what}()` ends with `end_training()`, which destroys the process "
