@@ -19,6 +19,8 @@ ALLREDUCE: Final = "ALLREDUCE"
 BROADCAST: Final = "BROADCAST"
 BROADCAST_OBJ: Final = "BROADCAST_OBJ"
 CKPT: Final = "CKPT"  # backend-dependent checkpoint collectives (class B)
+# what a caller passes for a parameter that receives an accelerator (across modules)
+ACCELERATOR: Final = "accelerator"
 BACKWARD: Final = "BACKWARD"  # gradient all-reduce under DDP (class C)
 DL_ITER: Final = "DL_ITER"  # RNG broadcast when a shuffled prepared loader starts (class C)
 END: Final = "END"  # destroys the process group (class D)

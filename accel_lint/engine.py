@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .accelerate_config import adjust as adjust_severities
 from .cache import ResultCache, cache_key
-from .collectives import ACCELERATOR_FACTORY, RETURNS_KIND, CLIPS_GRADIENTS, DOWNLOADS, END, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE, \
+from .collectives import ACCELERATOR, ACCELERATOR_FACTORY, RETURNS_KIND, CLIPS_GRADIENTS, DOWNLOADS, END, MADE_FACTS, RANK_PREDICATE, REPLACES_PRINT, STARTS_TRACKER, WRITES_FILE, \
     WAITS_FOR_CALLERS
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from .rules.base import Fix, Rule
 
 ENGINE_RULES = {"AL001", "AL002"}  # reported by the engine itself, not by a rule's check()
-ACCELERATOR = "accelerator"  # an accelerator passed to another module's function (model.objects)
 from .suppressions import Suppressions, scan as scan_suppressions
 
 # A file that mentions none of these cannot hold a finding: every rule needs an

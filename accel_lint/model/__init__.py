@@ -2259,19 +2259,8 @@ class FileModel:
         if not isinstance(param, cst.Param):
             return False
         fn = next((a for a in self.index.ancestors(param) if isinstance(a, cst.FunctionDef)), None)
-        info = self.index.functions.get(fn) if fn is not None else None
-        if info is None:
-            return False
-        params = info.params
-        if info.class_name is None:
-            passed = self.incoming.get(info.qualname, {})
-        elif fn.name.value == "__init__":
-            passed, params = self.incoming.get(info.class_name, {}), params[1:]
-        else:
-            return False
-        position = next((i for i, p in enumerate(params) if p is param), None)
-        kind = passed.get(param.name.value) or (passed.get(str(position)) if position is not None else None)
-        return kind == ONE_STEP_ACCELERATOR
+        return fn is not None and fn in self.index.functions and any(
+            given is param and kind == ONE_STEP_ACCELERATOR for given, kind in self.objects.incoming_kinds(fn))
 
     def _constructor_of(self, accelerator: cst.BaseExpression) -> cst.Call | None:
         """The ``Accelerator(...)`` call this accelerator comes from; when that is unknown (a

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ..collectives import ACCELERATOR_FACTORY, ITERATES_ARGUMENTS, RANK_PREDICATE, RETURNS_KIND
+from ..collectives import ACCELERATOR, ACCELERATOR_FACTORY, ITERATES_ARGUMENTS, RANK_PREDICATE, RETURNS_KIND
 from ..library import Library, default_library
 from . import composites
 from .index import FileIndex, ScopeNode
@@ -34,7 +34,6 @@ PREPARE_METHODS = {
     "prepare_scheduler": "scheduler",
 }
 # the kind another module's call passes to a parameter that receives an accelerator
-ACCELERATOR = "accelerator"
 # an accelerator whose every caller's constructor sets no gradient accumulation: its
 # `accumulate()` syncs on every step
 ONE_STEP_ACCELERATOR = ACCELERATOR + ":one-step"
@@ -872,23 +871,31 @@ class ObjectTracker:
             info = self.index.functions[scope]
             if info.class_name is not None:
                 self._defer_prepared_attrs(scope, info.class_name, env)
-            params = info.params
-            if info.class_name is None:
-                passed = self.incoming.get(info.qualname)
-            elif scope.name.value == "__init__" and info.qualname == f"{info.class_name}.__init__":
-                passed = self.incoming.get(info.class_name)  # `Cls(...)` called in another module
-                params = params[1:]
-            else:
-                passed = None
-            if passed:
-                for position, param in enumerate(params):
-                    kind = passed.get(param.name.value) or passed.get(str(position))
-                    if kind in (ACCELERATOR, ONE_STEP_ACCELERATOR) and param.name.value not in env:
-                        env[param.name.value] = Value(is_acc=True, origin=param)  # what its callers pass
-                    elif kind and not kind.startswith(("rank:", ACCELERATOR)) and param.name.value not in env \
-                            and not _expects_wrapper(param):  # (a rank passed there is the rank model's)
-                        env[param.name.value] = Value(kind=kind, prepared=YES, origin=param)
+            for param, kind in self.incoming_kinds(scope):
+                if kind in (ACCELERATOR, ONE_STEP_ACCELERATOR) and param.name.value not in env:
+                    env[param.name.value] = Value(is_acc=True, origin=param)  # what its callers pass
+                elif kind and not kind.startswith(("rank:", ACCELERATOR)) and param.name.value not in env \
+                        and not _expects_wrapper(param):  # (a rank passed there is the rank model's)
+                    env[param.name.value] = Value(kind=kind, prepared=YES, origin=param)
         return env
+
+    def incoming_kinds(self, fn: cst.FunctionDef) -> list[tuple[cst.Param, str | None]]:
+        """Each parameter of ``fn`` with what callers in other modules pass there (``incoming``,
+        by name or position: a prepared kind, an accelerator, a rank), or ``None``; for a class's
+        ``__init__``, what `Cls(...)` calls pass, ``self`` left out."""
+        info = self.index.functions[fn]
+        params = info.params
+        if info.class_name is None:
+            passed = self.incoming.get(info.qualname)
+        elif fn.name.value == "__init__" and info.qualname == f"{info.class_name}.__init__":
+            passed = self.incoming.get(info.class_name)  # `Cls(...)` called in another module
+            params = params[1:]
+        else:
+            passed = None
+        if not passed:
+            return []
+        return [(param, passed.get(param.name.value) or passed.get(str(position)))
+                for position, param in enumerate(params)]
 
     # -- lookups -----------------------------------------------------------------
     def lookup(self, key: str, env: Env, scope: ScopeNode) -> Value | None:

@@ -134,19 +134,23 @@ class RankData:
         """Whether what ``fn`` returns is the same on every rank even when every argument
         differs (it broadcasts the value it returns): a walk of its body with every parameter
         varying, recording nothing."""
-        if fn in self._uniform_returns:
-            return self._uniform_returns[fn]
-        self._uniform_returns[fn] = False  # recursion: not known
-        saved = (self._scope, self._recording, self._returns)
-        self._scope, self._recording, self._returns = fn, False, []
+        if fn not in self._uniform_returns:
+            self._uniform_returns[fn] = False  # recursion: not known
+            returns, _ = self._summary_walk(fn, {p.name.value for p in self.index.functions[fn].params})
+            self._uniform_returns[fn] = bool(returns) and not any(returns)
+        return self._uniform_returns[fn]
+
+    def _summary_walk(self, fn: cst.FunctionDef, varying: set[str]) -> tuple[list[bool], list[list[bool] | None]]:
+        """Walk ``fn``'s body with the parameters ``varying`` varying, recording nothing: whether
+        each of its returns may vary, and each item of each returned tuple (``None`` for a return
+        that is no tuple)."""
+        saved = (self._scope, self._recording, self._returns, self._return_parts)
+        self._scope, self._recording, self._returns, self._return_parts = fn, False, [], []
         try:
-            params = {p.name.value for p in self.index.functions[fn].params}
-            self._block(self.index.body_of(fn), params, False)
-            uniform = bool(self._returns) and not any(self._returns)
+            self._block(self.index.body_of(fn), varying, False)
+            return self._returns, self._return_parts
         finally:
-            self._scope, self._recording, self._returns = saved
-        self._uniform_returns[fn] = uniform
-        return uniform
+            self._scope, self._recording, self._returns, self._return_parts = saved
 
     def _returns_varying(self, fn: cst.FunctionDef) -> bool:
         """Whether what ``fn`` returns may be computed from rank-local data even when every
@@ -159,22 +163,14 @@ class RankData:
         """Whether each return of ``fn`` may vary (``_returns_varying``), and, where every return
         is a tuple of the same length, whether each of its items may (``return epoch_loss,
         metrics``: a loss summed on this rank, metrics a synced metric computed)."""
-        if fn in self._varying_returns:
-            return self._varying_returns[fn]
-        self._varying_returns[fn] = ([], None)  # recursion: not known
-        saved = (self._scope, self._recording, self._returns, self._return_parts)
-        self._scope, self._recording, self._returns, self._return_parts = fn, False, [], []
-        try:
-            self._block(self.index.body_of(fn), self._varying_params(fn), False)
-            parts = self._return_parts
+        if fn not in self._varying_returns:
+            self._varying_returns[fn] = ([], None)  # recursion: not known
+            returns, parts = self._summary_walk(fn, self._varying_params(fn))
             per_item = None
             if parts and all(p is not None and len(p) == len(parts[0]) for p in parts):
                 per_item = [any(p[i] for p in parts) for i in range(len(parts[0]))]
-            found = (list(self._returns), per_item)
-        finally:
-            self._scope, self._recording, self._returns, self._return_parts = saved
-        self._varying_returns[fn] = found
-        return found
+            self._varying_returns[fn] = (returns, per_item)
+        return self._varying_returns[fn]
 
     def _unpacked_parts(self, assign: cst.Assign, env: set[str]) -> list[bool] | None:
         """``loss, metrics = evaluate(model, loader)`` with uniform arguments, where ``evaluate``

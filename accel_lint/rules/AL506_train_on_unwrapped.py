@@ -438,16 +438,9 @@ def _trains_through(model: FileModel, cls, target: str) -> tuple[cst.Call, cst.C
             given = any(dotted_name(a.value) == target for a in c.args) and not (
                 owner is not None and model.is_accelerator(owner))  # `loss_of(self.model, batch)`
             if (dotted_name(func) == target or (owner is not None and dotted_name(owner) == target) or given) \
-                    and order.get(c, 0) < order.get(backward, 0) and not _under_no_grad(model, c):
+                    and order.get(c, 0) < order.get(backward, 0) and not model.under_no_grad(c):
                 return c, backward
     return None
-
-
-def _under_no_grad(model: FileModel, node: cst.CSTNode) -> bool:
-    return any(isinstance(a, cst.With) and any((dotted_name(i.item.func) if isinstance(i.item, cst.Call) else "")
-                                              in ("torch.no_grad", "no_grad", "torch.inference_mode")
-                                              for i in a.items)
-               for a in model.ancestors(node))
 
 
 def _unwrapping_rebinds(model: FileModel) -> Iterable[tuple[cst.Assign, cst.BaseExpression]]:
