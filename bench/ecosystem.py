@@ -330,6 +330,16 @@ GIT_CORPORA = {
     "machine-translation-inference": ("ikergarcia1996/Easy-Translate", "1b3410b64b60449bcad13ba2baae23dfff99e338", None),
     "knowledge-distillation": ("yoshitomo-matsubara/torchdistill", "3e4373c45214c5c56eebac481d5bfe8b8735aa05", None),
     "rhythm-game-beatmap-generation": ("OliBomby/Mapperatorinator", "3b7c69aefa0a002f05e451693b78ff4c8fee80f4", None),
+    # batch 28 (2026-11-29, seventeenth session): first contact recorded at a8cc14f, after batch 27's fixes
+    "information-extraction-toolkit": ("Spico197/REx", "31e142714c456a282dbe84773132bce06c409b44", None),
+    "llm-sequence-labeling": ("ikergarcia1996/Sequence-Labeling-LLMs", "176d32dbd34c6b633a93b9ee249485b8b08cdb0c", None),
+    "medical-vision-language": ("jbdel/vilmedic", "0642c4b933406588a589dac3333b2eb0326fe63c", None),
+    "lung-nodule-classification": ("dobe0715/LUNA25_MClab", "a65e4256176db80246f1a1dbd53d1fa85618528d", None),
+    "plant-disease-graph-network": ("BeObm/PlantGraphNet", "36a28ad08dc823ecd6f7f0d23dd4dd29a0beb90d", None),
+    "imagenette-classification": ("amaarora/imagenette-ddp", "801f6cd5236fdecfe941a5018d2c3e195433d372", None),
+    "knowledge-graph-t5": ("apoorvumang/kgt5", "c527e0d847c43cc0a3fa8d8304c774bbe0cc1b6a", None),
+    "code-model-toolkit": ("salesforce/CodeTF", "0faedf0d636f0d186789facd8049c0b1b59f4f4b", None),
+    "human-attention-alignment": ("serre-lab/Pseudo_ClickMe", "7a784bf80fc296e74e77ca2604652450da7203be", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
