@@ -2145,6 +2145,48 @@ class FileModel:
                    for call in self.calls_in(expr))
 
     @cached_property
+    def _exclusive_directories(self) -> dict[cst.CSTNode, cst.Call]:
+        """The objects a directory is created from exclusively (``d.mkdir()``,
+        ``os.makedirs(d)`` without ``exist_ok``) by a call every rank runs: creation expression
+        of the path -> the creating call."""
+        out: dict[cst.CSTNode, cst.Call] = {}
+        for write in self.writes:
+            if not write.creates_directory or write.tolerant or write.path is None \
+                    or self.under_rank_condition(write.call) \
+                    or any(type(parent) is cst.Try for parent in self.ancestors(write.call)):
+                continue  # guarded, or a `try` that may let the losers of the race go on
+            value = self.value_at(write.path)
+            for origin in (value.origins() if value is not None and value.origin is not None else ()):
+                out.setdefault(origin, write.call)
+        return out
+
+    def inside_exclusive_directory(self, path: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> cst.Call | None:
+        """The exclusive creation (``d.mkdir(exist_ok=False)`` on every rank) of a directory
+        ``path`` is built from (``d / "x.json"``, ``os.path.join(d, ...)``, or a name assigned
+        from such a path), run earlier in the same function as ``at``; ``None`` otherwise. A rank
+        that got past it owns the directory: a second rank creating the same one raised
+        ``FileExistsError`` there, so writes under it race with no other rank (the creation is
+        the race, and is reported itself)."""
+        if depth > 4 or not self._exclusive_directories:
+            return None
+        scope = self.scope_of(at)
+        for name in self.index.loads_in(path):
+            value = self.value_at(name)
+            if value is None or value.origin is None:
+                continue
+            for origin in value.origins():
+                creation = self._exclusive_directories.get(origin)
+                if creation is not None and creation is not at and self.scope_of(creation) is scope \
+                        and self.line_of(creation) < self.line_of(at):
+                    return creation
+            if isinstance(value.origin, cst.BaseExpression) and value.origin is not name \
+                    and self.scope_of(value.origin) is scope:
+                found = self.inside_exclusive_directory(value.origin, at, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    @cached_property
     def writes(self) -> list[Write]:
         out = []
         writers = {name: detail for name, facts in self.external.items()
@@ -2158,8 +2200,26 @@ class FileModel:
             if w is None and methods and type(call.func) is cst.Attribute:
                 w = self._imported_write(call, self._method_write(call.func, methods))
             if w is not None:
+                if w.creates_directory and not w.tolerant and self._catches_exists_error(call):
+                    w = replace(w, tolerant=True)  # the ranks that lose the race go on
                 out.append(w)
         return out
+
+    def _catches_exists_error(self, call: cst.Call) -> bool:
+        """``call`` is in the body of a ``try`` with a handler for ``FileExistsError`` (or a
+        base of it, or a bare ``except``)."""
+        child: cst.CSTNode = call
+        for parent in self.ancestors(call):
+            if type(parent) is cst.Try and child is parent.body:
+                for handler in parent.handlers:
+                    caught = handler.type
+                    names = [] if caught is None else [e.value for e in caught.elements] \
+                        if type(caught) is cst.Tuple else [caught]
+                    if caught is None or any((dotted_name(n) or "").rsplit(".", 1)[-1] in (
+                            "FileExistsError", "OSError", "IOError", "Exception", "BaseException") for n in names):
+                        return True
+            child = parent
+        return False
 
     def _method_write(self, func: cst.Attribute, methods: dict[str, dict[str, str]]) -> str | None:
         """The ``WRITING_METHODS`` detail of ``obj.method`` where every call that may have made

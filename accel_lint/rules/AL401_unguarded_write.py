@@ -29,9 +29,12 @@ class UnguardedWrite(Rule):
     Under a guard whose `or` also lets every rank in where a uniform flag or backend holds
     (`if args.use_deepspeed or accelerator.is_main_process:`), the write is flagged as racing
     there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
-    `shutil.rmtree(d, ignore_errors=True)`) and appending (`open(log, "a")`: the lines
+    `shutil.rmtree(d, ignore_errors=True)`), a directory creation inside a `try` that catches
+    `FileExistsError` (or `OSError`, `Exception`), and appending (`open(log, "a")`: the lines
     interleave, nothing is truncated); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`,
-    also passed to a helper that writes its parameter;
+    also passed to a helper that writes its parameter; paths inside a directory this rank created
+    exclusively, `d.mkdir()` or `os.makedirs(d)` without `exist_ok` outside a `try`, where a second
+    rank raises: that creation is the finding;
     the accelerator's device index, which differs between the GPU processes of one node, leaves it unknown) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample, a
     batch of a prepared loader; a loader never prepared and built with `shuffle=False` gives every
@@ -166,6 +169,33 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
     ]
     INVALID = [
         """
+import json, torch
+from datetime import datetime
+from pathlib import Path
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+run_dir = Path("runs") / datetime.now().strftime("%H%M%S")
+run_dir.mkdir(parents=True)  # expect: AL401
+with open(run_dir / "config.json", "w") as f:  # this rank created run_dir: a second rank raised above
+    json.dump({}, f)
+def save_weights(model, out):
+    torch.save(model.state_dict(), out / "model.pt")
+save_weights(model, run_dir)
+""",
+        """
+import json, os
+from accelerate import Accelerator
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+try:
+    os.makedirs("runs/last")
+except FileExistsError:
+    pass  # the ranks that lost the race go on, into the same directory
+with open(os.path.join("runs/last", "config.json"), "w") as f:  # expect: AL401
+    json.dump({}, f)
+""",
+        """
 from accelerate import Accelerator
 from diffusers import UNet2DConditionModel
 accelerator = Accelerator()
@@ -245,6 +275,8 @@ if args.use_deepspeed or accelerator.is_main_process:
                     or _inside_split(model, call) or model.single_process_at(call) or model.rank_undecided_at(call) \
                     or _main_writes_first(model, call):
                 continue
+            if write.path is not None and model.inside_exclusive_directory(write.path, call) is not None:
+                continue  # a directory this rank created exclusively: the creation is the race
             if write.path is not None and _in_memory(model, write.path):
                 continue  # `torch.save(t, buffer)` into an io.BytesIO: no file
             if write.path is not None and model.rank_data.varies(write.path):
@@ -330,7 +362,8 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.Base
 def _rank_unique_from_callers(model: FileModel, scope, path: cst.BaseExpression | None) -> bool:
     """The path is built from a parameter of the helper that writes it, and every call of the
     helper in this file passes a path that names the rank there (``save_mesh(mesh,
-    os.path.join(out, f"{accelerator.process_index}_{i}.ply"))``)."""
+    os.path.join(out, f"{accelerator.process_index}_{i}.ply"))``) or lies in a directory the
+    caller created exclusively."""
     if path is None or not isinstance(scope, cst.FunctionDef):
         return False
     params = [p.name.value for p in (*scope.params.posonly_params, *scope.params.params)]
@@ -347,7 +380,8 @@ def _rank_unique_from_callers(model: FileModel, scope, path: cst.BaseExpression 
         keyword = next((a.value for a in site.args if a.keyword is not None and a.keyword.value == used[0]), None)
         positional = [a.value for a in site.args if a.keyword is None]
         passed = keyword if keyword is not None else positional[position] if position < len(positional) else None
-        if passed is None or not _rank_unique(model, passed, 1):
+        if passed is None or not (_rank_unique(model, passed, 1)
+                                  or model.inside_exclusive_directory(passed, site) is not None):
             return False
     return True
 
