@@ -2255,6 +2255,31 @@ CASES = {
         if accelerator.is_main_process:
             os.symlink("checkpoint-100", "latest-main")
         """, [(6, "AL401")]),
+    # A base trainer prepares the loader and the model in its `__init__`; the subclass's epoch
+    # method iterates `self.dl` and skips a NaN loss with `continue` before the backward. The
+    # attributes come from the base class of this file, so the batch is this rank's and the
+    # skip is one rank's.
+    "a_base_class_prepares_what_the_subclass_iterates": ("""
+        import torch
+        from torch.utils.data import DataLoader
+        from accelerate import Accelerator
+
+        class BaseTrainer:
+            def __init__(self, accelerator: Accelerator, model: torch.nn.Module, dataset):
+                self.accelerator = accelerator
+                self.dl = DataLoader(dataset, batch_size=8, shuffle=True)
+                self.opt = torch.optim.AdamW(model.parameters())
+                self.model, self.opt, self.dl = accelerator.prepare(model, self.opt, self.dl)
+
+        class Trainer(BaseTrainer):
+            def epoch(self):
+                for batch in self.dl:
+                    loss = self.model(**batch).loss
+                    if torch.isnan(loss):
+                        continue
+                    self.accelerator.backward(loss)
+                    self.opt.step()
+        """, [(17, "AL303")]),
 }
 
 

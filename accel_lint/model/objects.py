@@ -904,12 +904,14 @@ class ObjectTracker:
         head = key.partition(".")[0]
         if head == "self" or head == "cls":
             cls = self.index.class_of(scope)
-            if cls is not None:
-                self._read(("class", cls.name, key))
-                attrs = self.class_attrs.get(cls.name, {})
+            # the class's own bindings, else a base class's of this file (`self.dl` prepared in
+            # the base trainer's `__init__`, iterated in the subclass's method)
+            for owner in self._class_and_bases(cls.name) if cls is not None else ():
+                self._read(("class", owner, key))
+                attrs = self.class_attrs.get(owner, {})
                 if key in attrs:
                     if attrs[key].prepared == YES:
-                        return self._before_prepare(cls.name, key, scope, attrs[key])
+                        return self._before_prepare(owner, key, scope, attrs[key])
                     return attrs[key]
         if head in env:
             return None  # a local shadows outer bindings
@@ -919,6 +921,19 @@ class ObjectTracker:
             if key in outer:
                 return outer[key]
         return None
+
+    def _class_and_bases(self, name: str) -> list[str]:
+        """``name`` and its base classes defined in this file, nearest first (depth first, as
+        single inheritance resolves)."""
+        out: list[str] = []
+        stack = [name]
+        while stack and len(out) < 8:
+            current = stack.pop()
+            if current in out or current not in self.index.classes:
+                continue
+            out.append(current)
+            stack.extend(reversed([b.rsplit(".", 1)[-1] for b in self.index.classes[current].bases]))
+        return out
 
     def value_of(self, expr: cst.BaseExpression, env: Env) -> Value | None:
         """Evaluate an expression to what the model knows of its object."""
