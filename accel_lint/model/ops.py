@@ -626,6 +626,24 @@ def _always_exits(stmts) -> bool:
     return False
 
 
+def _leaves_loop(stmts) -> bool:
+    """A ``break`` or ``return`` among the simple statements of a block (not in a nested one)."""
+    return any(isinstance(small, (cst.Break, cst.Return)) for stmt in stmts
+               if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body)
+
+
+def _first_op(items: list[Item]) -> Op | None:
+    """The op a pass of a loop body runs first, where that is known (no choice or fork before
+    it)."""
+    for item in items:
+        if isinstance(item, Op):
+            return item
+        if isinstance(item, Loop):
+            return _first_op(item.body)
+        return None
+    return None
+
+
 def _combine_exits(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return None
@@ -748,6 +766,7 @@ class _Walker:
             body, exit_ = self.block(list(stmt.body.body), body_guard)
             if body:
                 items.append(Loop(stmt, body))
+                items.extend(self._passes_left_to_others(list(stmt.body.body), body))
             if stmt.orelse is not None:
                 o_items, _ = self.block(list(stmt.orelse.body.body), guard)
                 items.extend(o_items)
@@ -765,6 +784,7 @@ class _Walker:
                     items.append(Fork(stmt, [[Loop(stmt, body)], []], loop_guard))
                 else:
                     items.append(Loop(stmt, body))
+                    items.extend(self._passes_left_to_others(list(stmt.body.body), body))
             return "return" if exit_ == "return" and not rank else None
         if isinstance(stmt, cst.With):
             after: list[Item] = []
@@ -799,6 +819,26 @@ class _Walker:
                 items.append(Choice(stmt, [*branches, []]))
             return None
         return None
+
+    def _passes_left_to_others(self, stmts: list, body: list[Item]) -> list[Item]:
+        """A loop whose last statement leaves it (``break``/``return``) on a rank-dependent test
+        that this class may pass (``if accelerator.is_main_process and early_stop(...): break``
+        at the end of the epoch): no collective follows the exit in that pass, but the ranks
+        that stay run the next pass, and block in its first collective. That op, as a fork on
+        the test; nothing where the body does not start with a known op."""
+        last = stmts[-1] if stmts else None
+        if type(last) is not cst.If or not self.a.ranks.is_rank_dependent(last.test):
+            return []
+        then, other = self._branches(last)
+        value = self.a.ranks.evaluate(last.test, self.cls)
+        # (UNIFORM: this class's ranks agree, but whether they leave is unknown: they may)
+        taken = (_leaves_loop(then) and value is not False) or (bool(other) and _leaves_loop(other) and value is not True)
+        first = _first_op(body)
+        if not taken or first is None:
+            return []
+        exit_guard = Guard(last, last.test, "early-exit")
+        waiting = Op(first.kind, first.node, first.origin, first.chain, exit_guard)
+        return [Fork(last, [[waiting], []], exit_guard)]
 
     def small(self, small: cst.BaseSmallStatement, guard: Guard | None, items: list[Item]) -> str | None:
         self._calls(small, guard, items)

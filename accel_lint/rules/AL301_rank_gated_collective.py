@@ -20,7 +20,10 @@ class RankGatedCollective(Rule):
     `torch.distributed` primitives, and same-file helpers that perform them -- and flags
     the first op some classes execute and others do not: a collective under
     `if accelerator.is_main_process:`, after `if not accelerator.is_main_process: return`,
-    inside an `@accelerator.on_main_process` function, or in one branch only.
+    inside an `@accelerator.on_main_process` function, or in one branch only. A loop whose
+    last statement leaves it on a rank-dependent test (`if accelerator.is_main_process and
+    early_stop(...): break` at the end of the epoch) is flagged at the first collective of
+    its body: the ranks that stay run the next pass and wait there for the ones that left.
     Balanced branches (`if main: work(); wait() else: wait()`) and uniform conditions
     (`sync_gradients`, step counters, `num_processes`, CLI arguments, gathered values) pass.
 
@@ -55,6 +58,19 @@ class RankGatedCollective(Rule):
     scope = "distributed"
 
     VALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+for epoch in range(10):
+    for batch in loader:
+        accelerator.backward(model(batch).sum())
+        optimizer.step()
+    if accelerator.is_main_process and stopper(epoch):
+        accelerator.set_trigger()  # the main process decides; every rank leaves together
+    if accelerator.check_trigger():
+        break
+""",
         # the main process fills each partition's cache first, then the others read it: each
         # rank runs `setup()` (a barrier per partition) and the barrier between, in another order
         """\
@@ -138,6 +154,17 @@ if best > ppl:
 """,
     ]
     INVALID = [
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+for epoch in range(10):
+    for batch in loader:
+        accelerator.backward(model(batch).sum())  # expect: AL301
+        optimizer.step()
+    if accelerator.is_main_process and stopper(epoch):
+        break  # the main process leaves; the others wait in the next epoch's backward
+""",
         # a gating decorator on an accelerator a function is handed: known by that use
         """\
         def train(acc, model, loader):
