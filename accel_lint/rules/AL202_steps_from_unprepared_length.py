@@ -25,6 +25,10 @@ class StepsFromUnpreparedLength(Rule):
     The same uses are flagged when they divide the length of the *prepared* loader, already
     this rank's share, by `num_processes` again (N times too few epochs), or multiply it by
     `num_processes`; and a step period (`if step % save_every == 0`) built from such a count.
+    Also flags (variant B1) a prepared scheduler whose horizon is, on every path, a count of
+    this rank's steps computed from a loader's length (`len(train_dl) * epochs` after `prepare`,
+    or a pre-`prepare` length divided by `num_processes`): the prepared scheduler steps
+    `num_processes` times per optimizer step, so the schedule ends after 1/N of training.
     Also flags (variant B3) a prepared scheduler whose horizon is the very count that ends the
     loop stepping it (`num_training_steps=args.max_steps` and `if step >= args.max_steps:
     break`): that count is this rank's steps, and the prepared scheduler steps `num_processes`
@@ -55,8 +59,10 @@ class StepsFromUnpreparedLength(Rule):
     A prepared loader is about `num_processes` times shorter (`ceil(len / num_processes)`).
     Bounds computed before `prepare` are N times too large: epoch counts derived from them
     overrun, progress bars never complete and step-based checkpoints and evaluations shift.
-    With B2, the learning-rate schedule reaches only 1/N of its horizon (it never decays); with
-    B4 and B5, only 1/GA of it (a warmup lasts GA times longer).
+    With B1 and B3, the learning rate reaches its final value after 1/N of training (a linear
+    decay to 0 stops the training for the rest); with B2, the learning-rate schedule reaches
+    only 1/N of its horizon (it never decays); with B4 and B5, only 1/GA of it (a warmup lasts
+    GA times longer).
 
     ## Example
     ```python
@@ -81,6 +87,24 @@ class StepsFromUnpreparedLength(Rule):
     summary = "a loop bound computed from len(loader) before prepare() made the loader N times shorter"
 
     VALID = [
+        """
+import torch
+from torch.utils.data import DataLoader
+from accelerate import Accelerator
+from transformers import get_scheduler
+accelerator = Accelerator()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.AdamW(model.parameters())
+train_dl = DataLoader(dataset, batch_size=8, shuffle=True)
+model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+total = len(train_dl) * epochs * accelerator.num_processes  # this rank's steps, times the scheduler's per-step count
+lr_scheduler = accelerator.prepare(get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=total))
+for epoch in range(epochs):
+    for batch in train_dl:
+        accelerator.backward(model(batch).sum())
+        optimizer.step()
+        lr_scheduler.step()
+""",
         """\
         import math
         import torch
@@ -191,6 +215,25 @@ class StepsFromUnpreparedLength(Rule):
         """,
     ]
     INVALID = [
+        """
+import torch
+from torch.utils.data import DataLoader
+from accelerate import Accelerator
+from transformers import get_scheduler
+accelerator = Accelerator()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.AdamW(model.parameters())
+train_dl = DataLoader(dataset, batch_size=8, shuffle=True)
+model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+total = len(train_dl) * epochs  # this rank's steps
+lr_scheduler = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=total)  # expect: AL202
+lr_scheduler = accelerator.prepare(lr_scheduler)
+for epoch in range(epochs):
+    for batch in train_dl:
+        accelerator.backward(model(batch).sum())
+        optimizer.step()
+        lr_scheduler.step()
+""",
         """\
         import math
         import torch
@@ -378,7 +421,17 @@ class StepsFromUnpreparedLength(Rule):
                            f"too {'small' if scale < 0 else 'large'}; use `len({loader})` as it is")
             yield Finding(use, message, evidence=tuple(model.length_evidence(source)))
         if _scheduler_steps_per_process(model):
-            for horizon, bound in _loop_bound_horizons(model):
+            bounded = list(_loop_bound_horizons(model))
+            for horizon, source in _per_rank_horizons(model, {id(h) for h, _ in bounded}):
+                loader = model.code(source.args[0].value)
+                yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` counts this rank's steps "
+                                       f"(`len({loader})` after `prepare()`, or divided by `num_processes`), but "
+                                       f"the prepared scheduler steps num_processes times per optimizer step, so "
+                                       f"the schedule ends after 1/num_processes of training; multiply it by "
+                                       f"`num_processes`",
+                              evidence=(*model.length_evidence(source),
+                                        (horizon, "the horizon of a scheduler `prepare()` returns")))
+            for horizon, bound in bounded:
                 yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` is also the training loop's bound "
                                        f"(line {model.line_of(bound)}), a count of this rank's steps; the prepared "
                                        f"scheduler steps num_processes times per step, so the schedule ends after "
@@ -512,6 +565,22 @@ def _loop_bound_horizons(model: FileModel):
             bound = _ends_scheduler_loop(model, call, name)
             if bound is not None:
                 yield horizon, bound
+
+
+def _per_rank_horizons(model: FileModel, reported: set[int]):
+    """``(horizon, len call)`` (variant B1): a prepared scheduler that may be stepped, whose
+    horizon is on every path a count of this rank's steps computed from a loader's length (the
+    prepared loader's ``len()``, or a pre-``prepare`` one divided by ``num_processes``).
+    Horizons B3 reports (they also end the loop) are left to it."""
+    for call in model.index.calls:
+        if call not in model.objects.prepared_origins or not _may_be_stepped(model, call):
+            continue
+        for horizon in _horizons(model, call):
+            if id(horizon) in reported:
+                continue
+            scales = model.step_scales_of(horizon)
+            if scales and all(scale == 0 and source is not None for scale, source in scales):
+                yield horizon, _first_len(model, scales, lambda scale: scale == 0)
 
 
 def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
