@@ -340,6 +340,14 @@ GIT_CORPORA = {
     "knowledge-graph-t5": ("apoorvumang/kgt5", "c527e0d847c43cc0a3fa8d8304c774bbe0cc1b6a", None),
     "code-model-toolkit": ("salesforce/CodeTF", "0faedf0d636f0d186789facd8049c0b1b59f4f4b", None),
     "human-attention-alignment": ("serre-lab/Pseudo_ClickMe", "7a784bf80fc296e74e77ca2604652450da7203be", None),
+    # batch 29 (2026-11-29, seventeenth session): first contact recorded at 263557b, after batch 28's fixes
+    "offline-rl-language-ilql": ("Sea-Snell/Implicit-Language-Q-Learning", "0dc556150bfbdca5e1e6ee322c9126486c2162f7", None),
+    "instruction-to-speech-codec-lm": ("thuhcsi/VoxInstruct", "e953295485bd88a293b37735c98b362554f4635b", None),
+    "protein-ligand-docking-diffusion": ("CAODH/SurfDock", "6420335c79c7dc83157ffc2ea8e15f84f4bf5e5c", None),
+    "diffusion-step-preference-optimization": ("RockeyCoss/SPO", "27a86428edcff3b25dcce8001be94a7a01608f58", None),
+    "sam-feature-matching": ("TwSphinx54/SAMatcher", "db4592ca0a7bde9c83e0ff241c52723a9ecc2376", None),
+    "medical-llm-benchmark-eval": ("FreedomIntelligence/CMB", "6c8ece46097dae736c6805dd3b831e1a38c08971", None),
+    "medical-reasoning-llm-sft-ppo": ("FreedomIntelligence/HuatuoGPT-o1", "2c8d7fcaadaad44000eb1765cbe36a09968a0164", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
