@@ -602,10 +602,12 @@ def _add_helper_facts(results: list[LintResult], exporting: dict[str, dict], lin
     for candidate, name, _why in _unexported_imports(results, exporting, linted):
         names, whys = asked.get(candidate, ({name}, _ALL))
         facts = _helper_facts(candidate, cache_dir, names | {name}, whys, told)
-        if name not in facts and candidate.endswith("__init__.py"):
-            # a package that re-exports a class of one of its modules
-            # (`from .modeling import Net` in its __init__.py)
-            source = _reexported_from(candidate, name)
+        if name not in facts:
+            # a package that re-exports a class of one of its modules (`from .modeling import
+            # Net` in its __init__.py), or a module that passes on what it star-imports
+            # (`from utils import *` in the `model.py` the script star-imports)
+            source = _reexported_from(candidate, name) if candidate.endswith("__init__.py") else None
+            source = source or _star_source(candidate, name)
             facts = _helper_facts(source, cache_dir, {name}, _ALL, told) if source in linted else {}
         told_of = {key: made for key, made in facts.items() if key == name or key.startswith(name + ".")}
         if told_of:  # (`Class.method`: an alternative constructor of the class)
@@ -713,6 +715,32 @@ def _reexported_from(init: str, name: str) -> str | None:
     except (OSError, SyntaxError, ValueError):
         return None
     return names.get(name)
+
+
+def _star_source(module: str, name: str, depth: int = 0) -> str | None:
+    """The module a name that ``module`` does not define itself reaches it from, through its
+    ``from X import *`` imports (two levels at most), or ``None``."""
+    import ast
+
+    if depth > 1 or name in _defined_names(module):
+        return None
+    try:
+        with open(module, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            for candidate in _module_files(os.path.dirname(module), node.level, node.module or ""):
+                if not os.path.isfile(candidate):
+                    continue
+                if name in _defined_names(candidate):
+                    return candidate
+                deeper = _star_source(candidate, name, depth + 1)
+                if deeper is not None:
+                    return deeper
+                break
+    return None
 
 
 def _defined_names(module: str) -> list[str]:

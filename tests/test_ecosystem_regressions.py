@@ -2565,3 +2565,34 @@ def test_a_print_override_in_another_module_gates_the_prints(tmp_path):
     _, found = json_findings("--no-cache", "--select", "AL403", ".", cwd=tmp_path)
     assert sorted((f["path"], f["line"], f["message"].split("`")[1]) for f in found) == [
         ("gated.py", 8, "tqdm()"), ("plain.py", 8, "tqdm()"), ("plain.py", 9, "print()")]
+
+
+def test_a_fixed_path_written_by_a_helper_star_imported_through_another_module(tmp_path):
+    """The script star-imports a model module, which star-imports a helper module; a helper
+    there writes a fixed file name whenever it runs. Called on every rank, every rank truncates
+    and writes that one file: AL401 at the call. The same helper under the main-process guard,
+    and a helper that only appends, are not reported."""
+    (tmp_path / "helpers.py").write_text(
+        "import json\n\n\n"
+        "def load_items(folder):\n"
+        "    items = sorted(folder)\n"
+        "    with open('item_list.txt', 'w') as f:\n"
+        "        json.dump(items, f)\n"
+        "    return items\n\n\n"
+        "def note(line):\n"
+        "    with open('notes.txt', 'a') as f:\n"
+        "        f.write(line)\n")
+    (tmp_path / "nets.py").write_text(
+        "import torch\nfrom helpers import *\n\n\nclass Net(torch.nn.Module):\n    pass\n")
+    (tmp_path / "train.py").write_text(
+        "from accelerate import Accelerator\n"
+        "from nets import *\n\n"
+        "accelerator = Accelerator()\n"
+        "model, opt = accelerator.prepare(model, opt)\n"
+        "train_items = load_items('data/train')\n"
+        "note('started')\n"
+        "if accelerator.is_main_process:\n"
+        "    load_items('data/val')\n")
+    for args in ((), ("--jobs", "1")):
+        code, found = json_findings(str(tmp_path), "--no-cache", *args)
+        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 6, "AL401")]

@@ -787,7 +787,7 @@ class FileModel:
         (``def save_json(obj, path): with open(path, "w") ...``): the write is in the function's
         own body, under no ``if``, ``try`` or rank test, not tolerant of other ranks
         (``exist_ok=True``), and its path is a parameter or built only from one and constants
-        (``os.path.join(out_dir, "preds.json")``), never from a rank. name -> ``"<position of
+        (``os.path.join(out_dir, "preds.json")``), or a constant, never from a rank. name -> ``"<position of
         that parameter, or ->|<the write>|<its line>"``; the first such write of each function.
         Only from a module with no Accelerate in it: an Accelerate module's own writes are
         reported where they are."""
@@ -891,9 +891,12 @@ class FileModel:
                         read = (read - {local}) | self._names_read(value)
                 from_params = [p for p in params if p in read]
                 others = read - set(params) - {"os", "Path", "str"}
-                if len(from_params) != 1 or others or self.reads_rank(write.path):
+                if not read and not isinstance(write.path, cst.Call):
+                    pass  # a constant path (`open("graph_list.txt", "w")`): the same for every caller
+                elif len(from_params) != 1 or others or self.reads_rank(write.path):
                     continue
-                position = str(params.index(from_params[0]))
+                else:
+                    position = str(params.index(from_params[0]))
             out[name] = f"{position}|{write.what}|{self.line_of(call)}"
         return out
 

@@ -25,7 +25,10 @@ class UnguardedWrite(Rule):
     pipelines (also through `unwrap_model`), unless given `is_main_process=`: a diffusers model
     writes its config and weights on every rank that calls it. Which calls write, where their
     path is and which keywords make them safe is the library table (`accel_lint/library.toml`,
-    extended by `extend-writes` in `[tool.accel-lint]`).
+    extended by `extend-writes` in `[tool.accel-lint]`). A call of a function of another module
+    of the linted tree (imported by name, or through `from module import *`, also passed on by
+    a module that star-imports it) that always writes a fixed path or the path it is given is a
+    write at the call.
     Under a guard whose `or` also lets every rank in where a uniform flag or backend holds
     (`if args.use_deepspeed or accelerator.is_main_process:`), the write is flagged as racing
     there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
