@@ -1451,6 +1451,24 @@ class FileModel:
         ``node`` is unknown (see :mod:`.undecided`)."""
         return self._in_arm_where(node, lambda test: _EITHER_ARM if undecided_rank_test(self, test) else None)
 
+    def before_any_accelerator(self, node: cst.CSTNode) -> bool:
+        """``node`` runs, in its function (or the module's code), before any accelerator exists
+        there: the function makes its own later (``if args.debug: ...plain loop...; return``
+        then ``accelerator = Accelerator()``), and nothing before ``node`` holds one (no
+        parameter, attribute or global read as an accelerator). Nothing is prepared yet there."""
+        scope = self.scope_of(node)
+        line = self.line_of(node)
+        made_here = [call for call in self.index.calls if self.scope_of(call) is scope
+                     and self.objects.is_acc_constructor(call)]
+        if not made_here or any(self.line_of(call) <= line for call in made_here):
+            return False
+        if isinstance(scope, cst.FunctionDef) and any(
+                self.objects.values.get(p.name) is not None and self.objects.values[p.name].is_acc
+                for p in self.index.functions[scope].params):
+            return False
+        return not any(value.is_acc and self.scope_of(expr) is scope and self.line_of(expr) < line
+                       for expr, value in self.objects.values.items() if isinstance(expr, cst.BaseExpression))
+
     def without_accelerator_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs only where an accelerator the code is handed is absent: in the
         branch of ``if acc is None:`` / ``if not acc:`` (or the ``else`` of ``if acc:``)."""

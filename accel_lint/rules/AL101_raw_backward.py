@@ -24,7 +24,9 @@ class RawBackward(Rule):
     DeepSpeed the model never updates. Under plain DDP with no accumulation and no fp16
     both calls agree, which is why the bug survives testing.
     Not flagged: `torch.autograd.grad(...)`, a `GradScaler` when the accelerator is built
-    with `mixed_precision="no"`, files that never prepare a model or optimizer.
+    with `mixed_precision="no"`, files that never prepare a model or optimizer, a backward
+    that runs before its function makes its accelerator (a plain debug loop that returns
+    before `Accelerator()`: nothing is prepared there yet).
 
     ## Example
     ```python
@@ -62,6 +64,23 @@ class RawBackward(Rule):
     summary = "`loss.backward()` bypasses `accelerator.backward()` (accumulation, fp16 scaling, DeepSpeed step)"
 
     VALID = [
+        """
+import torch
+from accelerate import Accelerator
+def main(args):
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters())
+    if args.debug:  # one process, before any accelerator exists
+        for batch in loader:
+            model(batch).sum().backward()
+            optimizer.step()
+        return
+    accelerator = Accelerator()
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for batch in loader:
+        accelerator.backward(model(batch).sum())
+        optimizer.step()
+""",
         # a trainer that runs with or without an accelerator: the raw backward is the path without
         """\
         import torch
@@ -161,8 +180,9 @@ class Trainer:
                 continue  # nothing in the file steps an optimizer: gradients computed to inspect them
             if self._scaler_without_mixed_precision(model, loss):
                 continue
-            if model.without_accelerator_at(call):
-                continue  # `if not self.accelerator: loss.backward()`: the path with no Accelerate
+            if model.without_accelerator_at(call) or model.before_any_accelerator(call):
+                continue  # `if not self.accelerator: loss.backward()`, or a plain loop before the
+                # function makes its accelerator: the path with no Accelerate
             acc = model.accelerator_name_in(scope)
             text = model.code(loss)
             yield Finding(
