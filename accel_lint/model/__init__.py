@@ -2168,14 +2168,20 @@ class FileModel:
     @cached_property
     def _exclusive_directories(self) -> dict[cst.CSTNode, cst.Call]:
         """The objects a directory is created from exclusively (``d.mkdir()``,
-        ``os.makedirs(d)`` without ``exist_ok``) by a call every rank runs: creation expression
+        ``os.makedirs(d)`` without ``exist_ok``) by a call every rank runs on every path through
+        its function (under no ``if``, loop or ``try``): creation expression
         of the path -> the creating call."""
         out: dict[cst.CSTNode, cst.Call] = {}
         for write in self.writes:
+            scope = self.scope_of(write.call)
             if not write.creates_directory or write.tolerant or write.path is None \
-                    or self.under_rank_condition(write.call) \
-                    or any(type(parent) is cst.Try for parent in self.ancestors(write.call)):
-                continue  # guarded, or a `try` that may let the losers of the race go on
+                    or self.under_rank_condition(write.call) or any(
+                        type(parent) in (cst.Try, cst.If, cst.IfExp, cst.While, cst.For, cst.BooleanOperation)
+                        for parent in takewhile(lambda a: a is not scope, self.ancestors(write.call))):
+                # guarded, a `try` that may let the losers of the race go on, or a creation that
+                # may not run (`if not os.path.exists(d): os.makedirs(d)`: where the folder
+                # exists, no rank makes it and every rank writes into it)
+                continue
             value = self.value_at(write.path)
             for origin in (value.origins() if value is not None and value.origin is not None else ()):
                 out.setdefault(origin, write.call)

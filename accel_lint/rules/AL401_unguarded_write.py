@@ -236,6 +236,8 @@ accelerator = Accelerator()
 model = accelerator.prepare(model)
 if not os.path.exists("out"):
     os.makedirs("out")  # expect: AL401
+with open(os.path.join("out", "log.txt"), "w") as f:  # expect: AL401
+    f.write("ok")  # (where "out" exists, no rank makes it: the creation does not make it this rank's)
 """,
         """
 import shutil
