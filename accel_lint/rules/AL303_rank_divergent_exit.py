@@ -13,7 +13,8 @@ class RankDivergentExit(Rule):
     """Leaving a loop with collectives on a condition computed from rank-local data.
 
     ## What it does
-    Flags `break` and `return` (and `continue` when a collective follows it in the loop)
+    Flags `break` and `return` (and `continue` when a collective follows it in the loop, or,
+    in an `except` handler, when its `try` body runs one: the rank that raised skipped it)
     inside a loop that runs collectives (a `backward`, a gather or reduce, a
     forward of a prepared model), when the condition that leads to it depends on rank-local
     data, or an `except` handler (`except torch.cuda.OutOfMemoryError: continue`). Rank-local
@@ -28,7 +29,10 @@ class RankDivergentExit(Rule):
     rank predicate (`if accelerator.is_main_process: break`) are reported by AL301 at the
     collective the other ranks then wait in.
     Not flagged: uniform counters (`if completed_steps >= max_train_steps: break`); what a
-    collective returns (`gather`, `reduce`, `broadcast`, `check_trigger()`) and the gradient norm
+    collective returns (`gather`, `reduce`, `broadcast`, `check_trigger()`, `torch.distributed`'s
+    `all_gather` into a list, and a helper of another module that returns such a value) and
+    values computed where only one process runs (`if accelerator.num_processes > 1:` not taken),
+    and the gradient norm
     an accelerator's `clip_grad_norm_` returns (computed from gradients already all-reduced),
     whatever went into them; values the model cannot trace (a parameter); random draws (the
     same on every rank after `set_seed`) and file-system listings (the same on a shared file
@@ -127,6 +131,23 @@ class RankDivergentExit(Rule):
         """\
         import torch
         from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.AdamW(model.parameters())
+        dl = DataLoader(train_ds, batch_size=8, shuffle=True)
+        model, optimizer, dl = accelerator.prepare(model, optimizer, dl)
+        for batch in dl:
+            try:
+                accelerator.backward(model(batch).sum())  # skipped by the rank that raised
+                optimizer.step()
+            except RuntimeError:
+                optimizer.zero_grad()
+                continue  # expect: AL303
+        """,
+        """\
+        import torch
+        from accelerate import Accelerator
         def evaluate(model, loader, metric):
             total = 0.0
             with torch.no_grad():
@@ -163,7 +184,7 @@ class RankDivergentExit(Rule):
                 accelerator.backward(loss)
                 optimizer.step()
             except RuntimeError:
-                continue
+                continue  # expect: AL303
             step += 1
             if step >= max_steps:
                 break  # expect: AL303
@@ -219,7 +240,8 @@ class RankDivergentExit(Rule):
                 continue
             for index, node, exit_kind in exits:
                 if exit_kind == "continue" and not any(
-                        isinstance(later, cst.Call) and _is_collective(model, later) for later in body[index + 1:]):
+                        isinstance(later, cst.Call) and _is_collective(model, later) for later in body[index + 1:]) \
+                        and not _skipped_by_the_exception(model, node, loop):
                     continue
                 yield from self._report(model, node, loop, exit_kind)
 
@@ -236,6 +258,34 @@ class RankDivergentExit(Rule):
                                 f"the loop's next collective until the timeout. Decide together: "
                                 f"`accelerator.set_trigger()` here and `if accelerator.check_trigger(): break` on "
                                 f"every rank", evidence=tuple(evidence))
+
+
+def _skipped_by_the_exception(model: FileModel, node: cst.CSTNode, loop) -> bool:
+    """``node`` is in an ``except`` handler (inside ``loop``) whose ``try`` body runs a collective:
+    the rank that raised skipped what of that body was left (``try: loss = model(batch);
+    accelerator.backward(loss) except RuntimeError: continue``), the others run it."""
+    for parent in model.ancestors(node):
+        if parent is loop:
+            return False
+        if isinstance(parent, cst.ExceptHandler):
+            tried = model.index.parents.get(parent)
+            if not isinstance(tried, cst.Try):
+                return False
+            # collectives on every backend (a forward alone is one under FSDP and ZeRO-3, but
+            # under DDP only its first call in `no_grad` syncs the buffers); a handler that runs
+            # them itself (`except ...: broadcast(flag); continue`) keeps the ranks in step
+            skipped, replayed = _every_backend_collectives(model, tried.body), _every_backend_collectives(model, parent)
+            return bool(skipped) and not skipped <= replayed
+    return False
+
+
+def _every_backend_collectives(model: FileModel, node: cst.CSTNode) -> set[str]:
+    kinds = set()
+    for call in model.calls_in(node):
+        kind = model.op_kind(call) or ("BACKWARD" if model.performs(call, "BACKWARD") else None)
+        if kind is not None:
+            kinds.add(kind)
+    return kinds
 
 
 def _exit_kind(model: FileModel, node: cst.CSTNode) -> str | None:
