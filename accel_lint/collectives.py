@@ -39,6 +39,10 @@ SPLITS_PER_RANK: Final = "SPLITS_PER_RANK"
 # not a collective: a module function of another module that returns a sampler giving each rank
 # its own part (`return DistributedSampler(ds, ...)`, or `None` where it builds none); no detail
 RETURNS_SHARDING_SAMPLER: Final = "RETURNS_SHARDING_SAMPLER"
+# not a collective: a module function of another module whose result is the same on every rank
+# whatever it is given (it returns what an all_gather, all_reduce or broadcast put in place); no
+# detail
+RETURNS_UNIFORM: Final = "RETURNS_UNIFORM"
 # not a collective: a module function of another module that clips the gradients on every call
 # (no test on `sync_gradients` around the clip); its detail is the clip call, as written
 CLIPS_GRADIENTS: Final = "CLIPS_GRADIENTS"
@@ -83,12 +87,12 @@ ENDING_METHODS: Final = "ENDING_METHODS"
 GENERATING_METHODS: Final = "GENERATING_METHODS"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
-                            RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
+                            RETURNS_SHARDING_SAMPLER, RETURNS_UNIFORM, CLIPS_GRADIENTS,
                             WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
                             STARTS_TRACKER, REPLACES_PRINT})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
 MADE_FACTS: Final = frozenset({RETURNS_KIND, ENDING_METHODS, GENERATING_METHODS, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
-                               RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS,
+                               RETURNS_SHARDING_SAMPLER, RETURNS_UNIFORM, CLIPS_GRADIENTS,
                                WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives

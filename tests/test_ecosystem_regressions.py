@@ -2596,3 +2596,37 @@ def test_a_fixed_path_written_by_a_helper_star_imported_through_another_module(t
     for args in ((), ("--jobs", "1")):
         code, found = json_findings(str(tmp_path), "--no-cache", *args)
         assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 6, "AL401")]
+
+
+def test_a_count_from_an_all_gather_helper_of_another_module_is_the_same_on_every_rank(tmp_path):
+    """A helper of another module all-gathers each rank's rows into a list and returns their
+    concatenation: every rank gets the same tensor, so a `continue` on its length is taken by all
+    of them or none (no AL303). The same test on the rank's own rows is AL303. Where one process
+    runs (`if accelerator.num_processes > 1:` not taken) the rows stay local, and no rank differs."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .dist_utils import gather_rows\n")
+    (tmp_path / "pkg" / "dist_utils.py").write_text(
+        "import torch\nimport torch.distributed as dist\n\n\n"
+        "def gather_rows(x, sizes):\n"
+        "    parts = [x.new_zeros(n, *x.shape[1:]) for n in sizes]\n"
+        "    dist.all_gather(parts, x)\n"
+        "    return torch.cat(parts, dim=0)\n")
+    body = ("import torch\nfrom torch.utils.data import DataLoader\nfrom accelerate import Accelerator\n"
+            "from pkg import gather_rows\n\n"
+            "accelerator = Accelerator()\nmodel = torch.nn.Linear(4, 1)\n"
+            "optimizer = torch.optim.AdamW(model.parameters())\n"
+            "loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+            "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n"
+            "for batch in loader:\n"
+            "    rows = batch[batch[:, 0] > 0]\n"
+            "    if accelerator.num_processes > 1:\n"
+            "        rows = {gathered}\n"
+            "    if rows.shape[0] < accelerator.num_processes:\n"
+            "        continue\n"
+            "    accelerator.backward(model(rows).sum())\n"
+            "    optimizer.step()\n")
+    (tmp_path / "train.py").write_text(body.format(gathered="gather_rows(rows, sizes)"))
+    (tmp_path / "local.py").write_text(body.format(gathered="rows * 2"))
+    for args in ((), ("--jobs", "1")):
+        code, found = json_findings(str(tmp_path), "--no-cache", *args)
+        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("local.py", 16, "AL303")]

@@ -41,11 +41,11 @@ from .lengths import LoaderLengths
 from . import composites
 from .moves import rank_branch_of
 from .clips import helper_clip
-from .rank_data import RankData
+from .rank_data import COLLECTIVE_WORDS, RankData
 from .ranks import RANK_PASSED
 from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
-                           RETURNS_SHARDING_SAMPLER, CLIPS_GRADIENTS, SPLITS_PER_RANK,
+                           RETURNS_SHARDING_SAMPLER, RETURNS_UNIFORM, CLIPS_GRADIENTS, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT,
                            WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, NOT_OPS)
 from .objects import (ACC_CONSTRUCTORS, ACCELERATOR, ONE_STEP_ACCELERATOR, ACCELERATOR_FACTORY, COMPOSITE, DEFAULT_ACCELERATOR_NAMES, MAYBE,
@@ -628,6 +628,10 @@ class FileModel:
             out.setdefault(name, []).append((REPLACES_PRINT, detail))
         for name in self.sharding_sampler_functions():
             out.setdefault(name, []).append((RETURNS_SHARDING_SAMPLER, ""))
+        if self.index.identifiers & COLLECTIVE_WORDS:  # (the walk only where a collective may be)
+            for name, fn in self.index.module_functions.items():
+                if self.rank_data.returns_uniform(fn):
+                    out.setdefault(name, []).append((RETURNS_UNIFORM, ""))
         for name, fn in self.index.module_functions.items():
             clip = helper_clip(self, fn)
             if clip is not None:
@@ -1653,6 +1657,9 @@ class FileModel:
         if self.op_kind(call) in self._UNIFORM_KINDS:
             return True
         func = call.func
+        name = dotted_name(func)
+        if name is not None and any(kind == RETURNS_UNIFORM for kind, _ in self.external.get(name, ())):
+            return True  # a helper of another module that returns what an all_gather put in place
         return type(func) is cst.Attribute and func.attr.value == "clip_grad_norm_" and self.is_accelerator(func.value)
 
     # -- evidence: the facts a finding rests on --------------------------------------------------

@@ -15,7 +15,10 @@ between ranks) when it is computed from:
   ``step += 1``: the failing rank's counter falls behind.
 
 What a collective returns is the same on every rank whatever went into it (``gather``,
-``reduce``, ``broadcast``, ``check_trigger``, an accelerator's ``clip_grad_norm_``). Everything
+``reduce``, ``broadcast``, ``check_trigger``, an accelerator's ``clip_grad_norm_``, the list
+``torch.distributed.all_gather`` fills, a helper of another module that returns such a value).
+A branch taken only where one process runs (the ``else`` of ``if accelerator.num_processes > 1:``)
+has no other rank to differ from: its values do not join. Everything
 else (constants, CLI arguments, counters every rank advances, parameters) is not known to vary.
 The walk is per scope, in statement order, loops twice, branches joined (varying on any path
 is varying).
@@ -34,7 +37,13 @@ from .names import bound_names, dotted_name
 _CLOCK = ("time.time", "time.perf_counter", "time.monotonic")
 # collectives that overwrite their first argument with what every rank agrees on
 _IN_PLACE = frozenset({"torch.distributed.broadcast", "torch.distributed.all_reduce",
-                       "torch.distributed.broadcast_object_list"})
+                       "torch.distributed.broadcast_object_list",
+                       # (the output list or tensor: every rank's pieces, in rank order)
+                       "torch.distributed.all_gather", "torch.distributed.all_gather_object",
+                       "torch.distributed.all_gather_into_tensor"})
+# what names a module must use for one of its functions to return an agreed value
+COLLECTIVE_WORDS = frozenset({"all_gather", "all_gather_object", "all_gather_into_tensor", "all_reduce",
+                              "broadcast", "broadcast_object_list", "gather", "reduce", "gather_for_metrics"})
 _INITIALIZED = frozenset({"torch.distributed.is_initialized"})
 # list and set methods that put their argument into the object
 _FILLING = frozenset({"append", "extend", "insert", "add", "update"})
@@ -129,6 +138,10 @@ class RankData:
             return True
         qualified = self.index.imports.qualify_expr(func) or dotted_name(func) or ""
         return qualified.startswith(_CLOCK)
+
+    def returns_uniform(self, fn: cst.FunctionDef) -> bool:
+        """What ``fn`` returns is the same on every rank whatever it is given."""
+        return self._returns_uniform(fn)
 
     def _returns_uniform(self, fn: cst.FunctionDef) -> bool:
         """Whether what ``fn`` returns is the same on every rank even when every argument
@@ -236,8 +249,11 @@ class RankData:
             self._record(stmt.test, env)
             inner = tainted or self._eval(stmt.test, self._reader(env))
             then = self._block(stmt.body.body, set(env), inner)
-            if self._tests_initialized_group(stmt.test):
+            several = True if self._tests_initialized_group(stmt.test) else self._tests_several_processes(stmt.test)
+            if several is True:
                 return then  # several ranks exist only where the process group is initialized
+            if several is False and stmt.orelse is not None and type(stmt.orelse) is not cst.If:
+                return self._block(stmt.orelse.body.body, set(env), inner)  # (`if num_processes == 1:`)
             if stmt.orelse is None:
                 other = env
             elif type(stmt.orelse) is cst.If:
@@ -280,6 +296,28 @@ class RankData:
             return env
         self._record(stmt, env)
         return env
+
+    def _tests_several_processes(self, test: cst.BaseExpression) -> bool | None:
+        """``True`` for a test that holds exactly where several processes run
+        (``accelerator.num_processes > 1``, ``!= 1``, ``>= 2``, ``accelerator.use_distributed``),
+        ``False`` for one that holds exactly where one runs (``num_processes == 1``), else ``None``.
+        In the one-process branch no other rank exists: what it computes diverges from nothing."""
+        if type(test) is cst.Attribute and test.attr.value == "use_distributed":
+            value = self._value_at(test.value)
+            return True if value is not None and value.is_acc else None
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+            return None
+        left, target = test.left, test.comparisons[0]
+        if type(left) is not cst.Attribute or left.attr.value != "num_processes" or type(target.comparator) is not cst.Integer:
+            return None
+        value = self._value_at(left.value)
+        if value is None or not value.is_acc:
+            return None
+        bound, op = target.comparator.evaluated_value, type(target.operator)
+        if (op is cst.GreaterThan and bound == 1) or (op is cst.NotEqual and bound == 1) \
+                or (op is cst.GreaterThanEqual and bound == 2):
+            return True
+        return False if op is cst.Equal and bound == 1 else None
 
     def _tests_initialized_group(self, test: cst.BaseExpression) -> bool:
         """``if dist.is_initialized():`` (also ``dist.is_available() and dist.is_initialized()``)."""
