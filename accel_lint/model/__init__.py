@@ -1371,11 +1371,14 @@ class FileModel:
     def prepared_backend(self, value: Value) -> str | None:
         """The backend the accelerator that prepared ``value`` is built for, when its
         constructor says so: ``"fsdp1"`` (``fsdp_plugin=`` without ``fsdp_version=2``),
-        ``"fsdp2"``, ``"deepspeed"`` (``deepspeed_plugin=``); ``None`` when the constructor does not
-        name one (the launch config decides) or is unknown."""
+        ``"fsdp2"``, ``"deepspeed"`` (``deepspeed_plugin=``), or when the function that prepares
+        it reads its DeepSpeed plugin on every path (``"deepspeed"``); ``None`` when nothing names
+        one (the launch config decides) or is unknown."""
         call = value.prepared_at
         if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
             return None
+        if self._reads_deepspeed_plugin_before(call):
+            return "deepspeed"
         accelerator = self.value_at(call.func.value)
         constructor = accelerator.origin if accelerator is not None else None
         if not (isinstance(constructor, cst.Call) and self.objects.is_acc_constructor(constructor)):
@@ -1454,6 +1457,33 @@ class FileModel:
         cannot read): it may be the program's own rank guard, so whether every rank runs
         ``node`` is unknown (see :mod:`.undecided`)."""
         return self._in_arm_where(node, lambda test: _EITHER_ARM if undecided_rank_test(self, test) else None)
+
+    def _reads_deepspeed_plugin_before(self, node: cst.CSTNode) -> bool:
+        """A statement of ``node``'s function, before it and under no ``if``, ``try`` or loop,
+        reads an attribute or item of the accelerator's DeepSpeed plugin
+        (``accelerator.state.deepspeed_plugin.deepspeed_config[...] = ...``): on any other backend
+        the plugin is ``None`` and that statement raises, so past it the program runs under
+        DeepSpeed."""
+        scope = self.scope_of(node)
+        line = self.line_of(node)
+        for statement in self.index.body_of(scope):
+            if self.line_of(statement) >= line:
+                return False
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for inner in self.index.walk(statement):
+                if type(inner) in (cst.Attribute, cst.Subscript) and type(inner.value) is cst.Attribute \
+                        and inner.value.attr.value == "deepspeed_plugin" and not any(
+                            type(a) in (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.ListComp, cst.SetComp,
+                                        cst.DictComp, cst.GeneratorExp)
+                            for a in takewhile(lambda a: a is not statement, self.ancestors(inner))):
+                    # (`plugin is not None and plugin.deepspeed_config`: read only where it exists)
+                    owner = inner.value.value
+                    if type(owner) is cst.Attribute and owner.attr.value == "state":
+                        owner = owner.value
+                    if self.is_accelerator(owner):
+                        return True
+        return False
 
     def before_any_accelerator(self, node: cst.CSTNode) -> bool:
         """``node`` runs, in its function (or the module's code), before any accelerator exists

@@ -31,6 +31,8 @@ class RankGatedCheckpoint(Rule):
     `if accelerator.is_main_process:` (also `or distributed_type == DEEPSPEED`), after
     an early exit, in an `@accelerator.on_main_process` function, or in a same-file
     helper called under such a guard.
+    Not flagged: `get_state_dict` under `if ...deepspeed_plugin.zero_stage != 3:` (only DeepSpeed
+    ZeRO-1/2 runs it, where every rank holds the whole weights).
 
     ## Why is this bad?
     Under FSDP and DeepSpeed ZeRO-3 these calls gather shards from every rank, and under
@@ -89,6 +91,20 @@ class RankGatedCheckpoint(Rule):
     scope = "distributed"
 
     VALID = [
+        """
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+accelerator = Accelerator()
+model = AutoModelForCausalLM.from_pretrained("gpt2")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+model, optimizer = accelerator.prepare(model, optimizer)
+if accelerator.is_main_process:
+    if accelerator.state.deepspeed_plugin.zero_stage != 3:  # ZeRO-1/2: every rank holds the whole weights
+        model.save_pretrained("out", state_dict=accelerator.get_state_dict(model))
+if accelerator.state.deepspeed_plugin.zero_stage == 3:
+    state = accelerator.get_state_dict(model)  # every rank takes part
+""",
         # an EMA copy nobody prepared: saving it gathers nothing
         """\
         import copy
@@ -140,6 +156,8 @@ for epoch in range(3):
             if op.kind != CKPT:
                 continue
             method = op.origin.func.attr.value if isinstance(op.origin.func, cst.Attribute) else ""
+            if method == "get_state_dict" and _below_zero_stage_3(model, op.origin):
+                continue  # `if ...deepspeed_plugin.zero_stage != 3:`: DeepSpeed ZeRO-1/2, where it is local
             consequence = _CONSEQUENCES.get(method, "deadlocks under FSDP and DeepSpeed")
             evidence = list(model.guard_evidence(op.guard))
             naming = _automatic_naming(model) if method == "save_state" else None
@@ -241,3 +259,23 @@ def _hoist(model: FileModel, op) -> Fix | None:
     # the first piece takes the `if`'s blank lines and comments; the others keep their own
     pieces[0] = pieces[0].with_changes(leading_lines=[*branch.leading_lines, *pieces[0].leading_lines])
     return Fix("unsafe", description, ((branch, cst.FlattenSentinel(pieces)),))
+
+
+def _below_zero_stage_3(model: FileModel, node: cst.CSTNode) -> bool:
+    """``node`` runs only where a test on the DeepSpeed plugin's ZeRO stage excludes stage 3
+    (``if accelerator.state.deepspeed_plugin.zero_stage != 3:``, ``< 3``): only under DeepSpeed
+    (elsewhere the plugin is ``None`` and the test raises), at a stage whose weights every rank
+    holds whole, so ``get_state_dict`` gathers nothing."""
+    child = node
+    for parent in model.ancestors(node):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(parent, cst.If) and child is parent.body:
+            test = parent.test
+            if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.left) is cst.Attribute \
+                    and test.left.attr.value == "zero_stage" and type(test.comparisons[0].comparator) is cst.Integer \
+                    and test.comparisons[0].comparator.evaluated_value == 3 \
+                    and type(test.comparisons[0].operator) in (cst.NotEqual, cst.LessThan):
+                return True
+        child = parent
+    return False

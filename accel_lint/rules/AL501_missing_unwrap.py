@@ -68,7 +68,11 @@ class MissingUnwrap(Rule):
     `bare-model-consumers`).
     Not flagged: `.state_dict()` inside `with FSDP.state_dict_type(...)`; attributes read in a
     branch that tests for the wrapper (`isinstance(m, DDP)`, `hasattr(m, "module")`,
-    `num_processes > 1`, the script's `torch.cuda.device_count() > 1`), each on its side.
+    `num_processes > 1`, the script's `torch.cuda.device_count() > 1`), each on its side;
+    attributes other than `state_dict` and `module` of a model prepared where the program runs
+    only under DeepSpeed (`deepspeed_plugin=` given to `Accelerator`, or the function reads
+    `accelerator.state.deepspeed_plugin.<...>` on every path before `prepare`, which raises on
+    any other backend): DeepSpeed's engine forwards them to the model.
 
     ## Why is this bad?
     Under DDP the wrapper has none of the model's own attributes:
@@ -140,6 +144,18 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        """
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+accelerator = Accelerator()
+# the plugin is None on every other backend: past this line the program runs under DeepSpeed
+accelerator.state.deepspeed_plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = 4
+model = AutoModelForCausalLM.from_pretrained("gpt2")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+model, optimizer = accelerator.prepare(model, optimizer)
+out = model.generate(**inputs)  # DeepSpeed's engine forwards `generate` to the model
+""",
         # DeepSpeed's engine's own checkpointing: a program written for DeepSpeed
         """\
         from accelerate import Accelerator
@@ -298,6 +314,18 @@ model.save_pretrained("out")
         """,
     ]
     INVALID = [
+        """
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+accelerator = Accelerator()
+# read only where the plugin exists: the program still runs on every backend
+use_ds_optimizer = accelerator.state.deepspeed_plugin is not None and "optimizer" in accelerator.state.deepspeed_plugin.deepspeed_config
+model = AutoModelForCausalLM.from_pretrained("gpt2")
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+model, optimizer = accelerator.prepare(model, optimizer)
+out = model.generate(**inputs)  # expect: AL501
+""",
         """\
         import torch
         from accelerate import Accelerator
@@ -366,6 +394,9 @@ class Runner:
                 # DeepSpeed's engine's own checkpointing, which no model has: a program written
                 # for DeepSpeed (unwrapping would lose the method)
                 continue
+            if model.prepared_backend(base) == "deepspeed" and attr not in ("state_dict", "module"):
+                continue  # DeepSpeed's engine forwards what it lacks to the model, and the program
+                # runs only under DeepSpeed (`deepspeed_plugin=`, or it reads the plugin on every path)
             if model.prepared_backend(base) == "fsdp1":
                 # FSDP1's wrapper forwards attributes to the model, and its state_dict() is the
                 # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)
