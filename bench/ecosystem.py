@@ -348,6 +348,14 @@ GIT_CORPORA = {
     "sam-feature-matching": ("TwSphinx54/SAMatcher", "db4592ca0a7bde9c83e0ff241c52723a9ecc2376", None),
     "medical-llm-benchmark-eval": ("FreedomIntelligence/CMB", "6c8ece46097dae736c6805dd3b831e1a38c08971", None),
     "medical-reasoning-llm-sft-ppo": ("FreedomIntelligence/HuatuoGPT-o1", "2c8d7fcaadaad44000eb1765cbe36a09968a0164", None),
+    # batch 30 (2026-11-29, seventeenth session): first contact recorded at bddc30e, after batch 29's fixes
+    "rl-vehicle-longitudinal-control": ("dorstimagry/ControlNet", "7aad2130cb1b039a1ff504d543959dac1d9905c7", None),
+    "knowledge-graph-reasoning": ("MDrance/SQUIRE", "629eada7da8901a29c114702fe12c6ca726241e9", None),
+    "diffusion-tts-vocoder": ("icedoom888/Conditional-Diffusion-Audio", "bb6b305d5eb78c2f10865c4ab0a269e9c1d77f6c", None),
+    "llm-memory-augmentation": ("RPegoud/Hercules", "27e42238c8f3d9b8ed43c7b8960316fa6a238a2d", None),
+    "point-cloud-diffusion-pretraining": ("wdttt/PointSD", "8e1471b29bd903324464e2fae9f8e6a0b2eee3d1", None),
+    "timeseries-causal-discovery": ("R0oup1iao/GeoDCD", "3a320039573f58d3e73cf0a67febc604fdee3688", None),
+    "handwritten-ocr-finetuning": ("Hrazhan/kurdish-ocr", "172c4c75b6f8618c1277445217b95347ca643161", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
