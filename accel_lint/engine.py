@@ -720,41 +720,75 @@ def _reexported_from(init: str, name: str) -> str | None:
 def _star_source(module: str, name: str, depth: int = 0) -> str | None:
     """The module a name that ``module`` does not define itself reaches it from, through its
     ``from X import *`` imports (two levels at most), or ``None``."""
-    import ast
-
     if depth > 1 or name in _defined_names(module):
         return None
-    try:
-        with open(module, "rb") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
-            for candidate in _module_files(os.path.dirname(module), node.level, node.module or ""):
-                if not os.path.isfile(candidate):
-                    continue
-                if name in _defined_names(candidate):
-                    return candidate
-                deeper = _star_source(candidate, name, depth + 1)
-                if deeper is not None:
-                    return deeper
-                break
+    for level, imported in _star_imports(module):
+        for candidate in _module_files(os.path.dirname(module), level, imported):
+            if not os.path.isfile(candidate):
+                continue
+            if name in _defined_names(candidate):
+                return candidate
+            deeper = _star_source(candidate, name, depth + 1)
+            if deeper is not None:
+                return deeper
+            break
     return None
 
 
-def _defined_names(module: str) -> list[str]:
-    """The public functions and classes a module defines at its top level (what a star import of
-    it brings, short of ``__all__``); none for a module that cannot be read."""
+_STAR_IMPORTS: dict[tuple[str, int, int], tuple[tuple[int, str], ...]] = {}
+
+
+def _star_imports(module: str) -> tuple[tuple[int, str], ...]:
+    """(relative level, module) of each ``from X import *`` at the top of ``module``; read once
+    per version of the file (a large tree asks about thousands of names)."""
     import ast
 
-    try:
-        with open(module, "rb") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
-        return []
-    return [node.name for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_")]
+    key = _stat_key(module)
+    if key is None:
+        return ()
+    found = _STAR_IMPORTS.get(key)
+    if found is None:
+        found = ()
+        try:
+            with open(module, "rb") as f:
+                data = f.read()
+            if b"import *" in data:
+                found = tuple((node.level, node.module or "") for node in ast.parse(data).body
+                              if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names))
+        except (OSError, SyntaxError, ValueError):
+            pass
+        if len(_STAR_IMPORTS) > 4096:
+            _STAR_IMPORTS.clear()
+        _STAR_IMPORTS[key] = found
+    return found
+
+
+_DEFINED: dict[tuple[str, int, int], frozenset[str]] = {}
+
+
+def _defined_names(module: str) -> frozenset[str]:
+    """The public functions and classes a module defines at its top level (what a star import of
+    it brings, short of ``__all__``); none for a module that cannot be read. Read once per
+    version of the file."""
+    import ast
+
+    key = _stat_key(module)
+    if key is None:
+        return frozenset()
+    names = _DEFINED.get(key)
+    if names is None:
+        try:
+            with open(module, "rb") as f:
+                tree = ast.parse(f.read())
+            names = frozenset(node.name for node in tree.body
+                              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                              and not node.name.startswith("_"))
+        except (OSError, SyntaxError, ValueError):
+            names = frozenset()
+        if len(_DEFINED) > 4096:
+            _DEFINED.clear()
+        _DEFINED[key] = names
+    return names
 
 
 _HELPER_FACTS: dict[tuple[str, int, int], dict[str, list[tuple[str, str]]]] = {}

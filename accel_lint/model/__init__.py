@@ -41,7 +41,7 @@ from .lengths import LoaderLengths
 from . import composites
 from .moves import rank_branch_of
 from .clips import helper_clip
-from .rank_data import COLLECTIVE_WORDS, RankData
+from .rank_data import COLLECTIVE_WORDS, IN_PLACE, RankData
 from .ranks import RANK_PASSED
 from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
@@ -628,9 +628,12 @@ class FileModel:
             out.setdefault(name, []).append((REPLACES_PRINT, detail))
         for name in self.sharding_sampler_functions():
             out.setdefault(name, []).append((RETURNS_SHARDING_SAMPLER, ""))
-        if self.index.identifiers & COLLECTIVE_WORDS:  # (the walk only where a collective may be)
+        if self.index.identifiers & COLLECTIVE_WORDS:
             for name, fn in self.index.module_functions.items():
-                if self.rank_data.returns_uniform(fn):
+                # (the walk only for a function that runs such a collective itself: library
+                # modules name `gather` and `reduce` everywhere)
+                if any(self.is_uniform_result(call) or (self.index.imports.qualify_expr(call.func) or "") in IN_PLACE
+                       for call in self.calls_in(fn.body)) and self.rank_data.returns_uniform(fn):
                     out.setdefault(name, []).append((RETURNS_UNIFORM, ""))
         for name, fn in self.index.module_functions.items():
             clip = helper_clip(self, fn)

@@ -36,7 +36,7 @@ from .names import bound_names, dotted_name
 # checkpoint folder (the resume logic of every training script would otherwise look divergent).
 _CLOCK = ("time.time", "time.perf_counter", "time.monotonic")
 # collectives that overwrite their first argument with what every rank agrees on
-_IN_PLACE = frozenset({"torch.distributed.broadcast", "torch.distributed.all_reduce",
+IN_PLACE = frozenset({"torch.distributed.broadcast", "torch.distributed.all_reduce",
                        "torch.distributed.broadcast_object_list",
                        # (the output list or tensor: every rank's pieces, in rank order)
                        "torch.distributed.all_gather", "torch.distributed.all_gather_object",
@@ -386,7 +386,7 @@ class RankData:
                 env.add(key)
                 self._note_exit(key)
         elif kind is cst.Expr and type(small.value) is cst.Call and small.value.args and not tainted \
-                and (self.index.imports.qualify_expr(small.value.func) or "") in _IN_PLACE:
+                and (self.index.imports.qualify_expr(small.value.func) or "") in IN_PLACE:
             key = dotted_name(small.value.args[0].value)
             if key is not None:
                 env.discard(key)  # `dist.broadcast(indices, src=0)`: every rank now holds rank 0's
