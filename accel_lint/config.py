@@ -58,6 +58,9 @@ class Config:
     # files the project runs only as one process (``launches.single_process_scripts``): the
     # rules whose harm needs several processes do not report there (applied after the cache)
     single_process_files: frozenset = frozenset()
+    # files every launch of which the project runs under DeepSpeed (``launches.deepspeed_scripts``):
+    # attribute reads on the prepared model are forwarded by DeepSpeed's engine there
+    deepspeed_files: frozenset = frozenset()
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
         """ruff's precedence: the longest matching prefix of select vs ignore wins; ties ignore."""

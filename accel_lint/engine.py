@@ -418,11 +418,17 @@ def pins_one_gpu(data: bytes) -> bool:
 def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) -> None:
     """A file the project runs as one process (``config.single_process_files``) and that is not
     written for several, or a file that pins one GPU at import: only the findings of rules whose
-    harm exists in one process too (``Rule.holds_in_one_process``) stay, with their fixes.
-    Applied after the cache."""
+    harm exists in one process too (``Rule.holds_in_one_process``) stay, with their fixes. A
+    file every launch of which runs under DeepSpeed (``config.deepspeed_files``): no AL501 on
+    attribute reads. Applied after the cache."""
     one_process = path in config.single_process_files and not written_for_several_processes(data)
     if one_process or pins_one_gpu(data):
         _keep_one_process_findings(result)
+    if path in config.deepspeed_files:
+        # every launch runs it under DeepSpeed, whose engine forwards the attributes it lacks to
+        # the model (its `state_dict()` keys still carry the `module.` prefix)
+        result.diagnostics = [d for d in result.diagnostics if not (d.code == "AL501" and d.tag == "attribute")]
+        result.fixes = [(d, fix) for d, fix in result.fixes if not (d.code == "AL501" and d.tag == "attribute")]
 
 
 def lint_file(path: Path, config: Config) -> LintResult:

@@ -41,6 +41,10 @@ _PYTHON = re.compile(r"(?:^|[\s;&|(`])(?:[\w./-]*/)?python(?:3(?:\.\d+)?)?(?:\s+
 
 SINGLE = "single"
 MULTI = "multi"
+# a launch under DeepSpeed: `accelerate launch --use_deepspeed`, the `deepspeed` launcher, or an
+# Accelerate config file with `distributed_type: DEEPSPEED`
+_USES_DEEPSPEED = re.compile(r"--use_deepspeed\b|(?:^|[\s;&|(`])deepspeed\s")
+_DISTRIBUTED_TYPE = re.compile(r"^distributed_type:\s*['\"]?(\w+)", re.MULTILINE)
 
 
 def _command_lines(text: str) -> list[str]:
@@ -66,18 +70,43 @@ _NUM_PROCESSES = re.compile(r"^num_processes:\s*(\d+)\s*$", re.MULTILINE)
 def _config_processes(line: str, folders: list[Path]) -> int | None:
     """``accelerate launch --config_file cfg.yaml ...``: the ``num_processes`` that file sets,
     looked up relative to ``folders`` (the command file's folder, the project root)."""
+    found = _config_setting(line, folders, _NUM_PROCESSES)
+    return int(found) if found else None
+
+
+def _config_setting(line: str, folders: list[Path], setting: re.Pattern) -> str | None:
+    """The value ``setting`` matches in the Accelerate config file the line names."""
     match = _CONFIG_FILE.search(line)
     if match is None:
         return None
+    # (`$project_path/configs/x.yaml`: a shell variable, most often the folder the command runs in)
+    named = re.sub(r"^\$\{?\w+\}?/", "", match.group(1).strip("'\""))
     for folder in folders:
-        candidate = folder / match.group(1).strip("'\"")
+        candidate = folder / named
         try:
             if candidate.is_file() and candidate.stat().st_size < _MAX_BYTES:
-                found = _NUM_PROCESSES.search(candidate.read_text(encoding="utf-8", errors="replace"))
-                return int(found.group(1)) if found else None
+                found = setting.search(candidate.read_text(encoding="utf-8", errors="replace"))
+                return found.group(1) if found else None
         except OSError:
             continue
     return None
+
+
+def launch_backends(text: str, folders: list[Path] | None = None) -> list[tuple[str, str | None]]:
+    """(script path as written, ``"DEEPSPEED"`` or ``None``) for every command line that runs a
+    ``.py`` under a launcher: whether that launch runs it under DeepSpeed."""
+    found: list[tuple[str, str | None]] = []
+    for line in _command_lines(text):
+        if ".py" not in line:
+            continue
+        for match in _SCRIPT.finditer(line):
+            before = line[:match.start()]
+            if _MULTI.search(before) or _PYTHON.search(before):
+                deepspeed = bool(_MULTI.search(before)) and (
+                    bool(_USES_DEEPSPEED.search(before))
+                    or ("accelerate" in before and _config_setting(before, folders or [], _DISTRIBUTED_TYPE) == "DEEPSPEED"))
+                found.append((match.group(1), "DEEPSPEED" if deepspeed else None))
+    return found
 
 
 def mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str]]:
@@ -112,10 +141,10 @@ def _command_files(root: Path) -> list[Path]:
     return out
 
 
-def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
-    """The files among ``python_files`` (as given, ``as_posix()``) that the project under
-    ``root`` runs only as one process (see the module docstring)."""
-    verdicts: dict[str, set[str]] = {}
+def _read_command_files(root: Path, read) -> dict[str, set]:
+    """script as written (``./`` removed) -> what ``read(text, folders)`` says of its launches, over
+    every command file under ``root``."""
+    verdicts: dict[str, set] = {}
     for path in _command_files(root):
         try:
             if path.stat().st_size > _MAX_BYTES:
@@ -126,16 +155,20 @@ def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[st
         # a config file named relative to where the command runs: the command file's folder or
         # one above it, up to the root (`bash shell/train.sh` run from the project's folder)
         folders = [path.parent, *[p for p in path.parent.parents if p == root or root in p.parents]]
-        for script, how in mentions(text, folders):
+        for script, how in read(text, folders):
             verdicts.setdefault(script.removeprefix("./"), set()).add(how)
-    if not verdicts:
-        return frozenset()
+    return verdicts
+
+
+def _per_file(verdicts: dict[str, set], python_files: list[Path], unknown) -> dict[str, set]:
+    """``file.as_posix()`` -> the verdicts of the command lines that name it (a bare name that
+    several files share adds ``unknown``: which one is run is not known)."""
     by_name: dict[str, list[Path]] = {}
     for file in python_files:
         by_name.setdefault(file.name, []).append(file)
-    single = set()
+    out: dict[str, set] = {}
     for file in python_files:
-        hows: set[str] = set()
+        hows: set = set()
         resolved = file.resolve()
         for script, seen in verdicts.items():
             name = script.rsplit("/", 1)[-1]
@@ -145,9 +178,27 @@ def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[st
                 if not resolved.as_posix().endswith("/" + script.lstrip("/")):
                     continue
             elif len(by_name[file.name]) > 1:
-                hows.add(MULTI)  # a bare name several files share: which one is run is unknown
+                hows.add(unknown)
                 continue
             hows |= seen
-        if hows == {SINGLE}:
-            single.add(file.as_posix())
-    return frozenset(single)
+        out[file.as_posix()] = hows
+    return out
+
+
+def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
+    """The files among ``python_files`` (as given, ``as_posix()``) that the project under
+    ``root`` runs only as one process (see the module docstring)."""
+    verdicts = _read_command_files(root, mentions)
+    if not verdicts:
+        return frozenset()
+    return frozenset(file for file, hows in _per_file(verdicts, python_files, MULTI).items() if hows == {SINGLE})
+
+
+def deepspeed_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
+    """The files among ``python_files`` that every launch the project writes runs under
+    DeepSpeed (``accelerate launch --use_deepspeed``, the ``deepspeed`` launcher, a config file
+    with ``distributed_type: DEEPSPEED``), and that some launch names."""
+    verdicts = _read_command_files(root, launch_backends)
+    if not verdicts:
+        return frozenset()
+    return frozenset(file for file, hows in _per_file(verdicts, python_files, None).items() if hows == {"DEEPSPEED"})

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from accel_lint.cli import main
-from accel_lint.launches import MULTI, SINGLE, mentions, single_process_scripts
+from accel_lint.launches import MULTI, SINGLE, deepspeed_scripts, launch_backends, mentions, single_process_scripts
 
 SCRIPT = textwrap.dedent("""\
     import torch
@@ -119,3 +119,43 @@ def test_a_launcher_given_one_visible_gpu_and_no_process_count_starts_one_proces
     """)
     assert mentions(text) == [("src/finetune.py", SINGLE), ("src/pretrain.py", MULTI), ("src/joint.py", MULTI),
                               ("src/probe.py", MULTI), ("src/sweep.py", MULTI)]
+
+
+DEEPSPEED_SCRIPT = textwrap.dedent("""\
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+    accelerator = Accelerator()
+    model = accelerator.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
+    out = model.generate(**inputs)
+    weights = model.state_dict()
+""")
+
+
+def test_launches_under_deepspeed_are_read_from_flags_and_config_files(tmp_path: Path):
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "zero2.yaml").write_text("distributed_type: DEEPSPEED\nnum_processes: 8\n")
+    (tmp_path / "configs" / "ddp.yaml").write_text("distributed_type: MULTI_GPU\nnum_processes: 8\n")
+    text = textwrap.dedent("""\
+        accelerate launch --use_deepspeed --zero_stage 2 a.py
+        accelerate launch --config_file $root/configs/zero2.yaml b.py
+        deepspeed --num_gpus 8 c.py --deepspeed ds.json
+        accelerate launch --config_file configs/ddp.yaml d.py
+        torchrun --nproc_per_node 8 e.py
+    """)
+    assert launch_backends(text, [tmp_path]) == [("a.py", "DEEPSPEED"), ("b.py", "DEEPSPEED"), ("c.py", "DEEPSPEED"),
+                                                 ("d.py", None), ("e.py", None)]
+
+
+def test_a_script_every_launch_runs_under_deepspeed_gets_no_attribute_finding(tmp_path: Path):
+    """DeepSpeed's engine forwards the attributes it lacks to the model: `model.generate` works
+    there. Its `state_dict()` keys still carry `module.`, so that finding stays; and a script
+    also launched without DeepSpeed keeps both."""
+    (tmp_path / "ds_train.py").write_text(DEEPSPEED_SCRIPT)
+    (tmp_path / "both.py").write_text(DEEPSPEED_SCRIPT)
+    (tmp_path / "run.sh").write_text("accelerate launch --use_deepspeed ds_train.py\n"
+                                     "accelerate launch --use_deepspeed both.py\naccelerate launch --multi_gpu both.py\n")
+    files = [tmp_path / "ds_train.py", tmp_path / "both.py"]
+    assert deepspeed_scripts(tmp_path, files) == frozenset({(tmp_path / "ds_train.py").as_posix()})
+    result = CliRunner().invoke(main, [str(tmp_path), "--no-cache", "--output-format", "json", "--select", "AL501"])
+    found = sorted((Path(f["path"]).name, f["line"]) for f in json.loads(result.output))
+    assert found == [("both.py", 5), ("both.py", 6), ("ds_train.py", 6)]
