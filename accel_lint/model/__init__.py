@@ -86,7 +86,13 @@ def _disjuncts(test: cst.BaseExpression | None) -> list[cst.BaseExpression]:
 
 
 def backend_compared(expr: cst.BaseExpression) -> str | None:
-    """``accelerator.distributed_type == DistributedType.DEEPSPEED``: ``"DEEPSPEED"``."""
+    """``accelerator.distributed_type == DistributedType.DEEPSPEED``: ``"DEEPSPEED"``; so is
+    ``AcceleratorState().deepspeed_plugin is not None`` (the plugin exists only under DeepSpeed)."""
+    if isinstance(expr, cst.Comparison) and isinstance(expr.left, cst.Attribute) \
+            and expr.left.attr.value == "deepspeed_plugin" and len(expr.comparisons) == 1 \
+            and isinstance(expr.comparisons[0].operator, (cst.IsNot, cst.NotEqual)) \
+            and isinstance(expr.comparisons[0].comparator, cst.Name) and expr.comparisons[0].comparator.value == "None":
+        return "DEEPSPEED"
     if isinstance(expr, cst.Comparison) and isinstance(expr.left, cst.Attribute) \
             and expr.left.attr.value == "distributed_type" and len(expr.comparisons) == 1 \
             and isinstance(expr.comparisons[0].operator, (cst.Equal, cst.Is)):

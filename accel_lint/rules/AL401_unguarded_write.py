@@ -30,8 +30,8 @@ class UnguardedWrite(Rule):
     a module that star-imports it) that always writes a fixed path or the path it is given is a
     write at the call.
     Under a guard whose `or` also lets every rank in where a uniform flag or backend holds
-    (`if args.use_deepspeed or accelerator.is_main_process:`), the write is flagged as racing
-    there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
+    (`if args.use_deepspeed or accelerator.is_main_process:`, `AcceleratorState().deepspeed_plugin
+    is not None or ...`), the write is flagged as racing there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
     `shutil.rmtree(d, ignore_errors=True)`), a directory creation inside a `try` that catches
     `FileExistsError` (or `OSError`, `Exception`), and appending (`open(log, "a")`: the lines
     interleave, nothing is truncated); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`,
@@ -171,6 +171,15 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
 """,
     ]
     INVALID = [
+        """
+import torch
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState
+accelerator = Accelerator()
+model = accelerator.prepare(model)
+if AcceleratorState().deepspeed_plugin is not None or accelerator.is_main_process:
+    torch.save(adapter.state_dict(), "adapter.pt")  # expect: AL401
+""",
         """
 import json, torch
 from datetime import datetime
