@@ -1747,7 +1747,13 @@ class FileModel:
                      if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name)
                      and t.target.value == expr.value and self.scope_of(t) is scope]
             if not bound and isinstance(scope, cst.FunctionDef) and _depth < 4:
-                return self._passed_accelerator_device(scope, expr.value, _depth)
+                if expr.value not in {p.name.value for p in self.index.functions[scope].params}:
+                    # a module global (`device = accelerator.device` under `if __name__ == ...`)
+                    bound = [t.target for t in self.index.walk(self.index.module)
+                             if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name)
+                             and t.target.value == expr.value and self.scope_of(t) is self.index.module]
+                else:
+                    return self._passed_accelerator_device(scope, expr.value, _depth)
             return bool(bound) and all(
                 isinstance(assign := self.index.parents.get(self.index.parents.get(target)), cst.Assign)
                 and len(assign.targets) == 1 and self.is_accelerator_device(assign.value, _depth) for target in bound)

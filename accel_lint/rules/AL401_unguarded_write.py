@@ -38,7 +38,8 @@ class UnguardedWrite(Rule):
     also passed to a helper that writes its parameter; paths inside a directory this rank created
     exclusively, `d.mkdir()` or `os.makedirs(d)` without `exist_ok` outside a `try`, where a second
     rank raises: that creation is the finding;
-    the accelerator's device index, which differs between the GPU processes of one node, leaves it unknown) or
+    the accelerator's device index or the device itself in an f-string, which differ between the
+    GPU processes of one node, leave it unknown) or
     are computed from the rank's own data (a dataset's `__getitem__` caching each sample, a
     batch of a prepared loader; a loader never prepared and built with `shuffle=False` gives every
     rank the same batches, so a path from its batch is shared),
@@ -86,6 +87,18 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        """
+import pandas as pd
+from accelerate import Accelerator
+def score(model, out_dir):
+    rows = pd.DataFrame({"score": [1.0]})
+    rows.to_csv(f"{out_dir}/scores_on_{device}.csv")  # "cuda:0", "cuda:1": one file per GPU process
+if __name__ == "__main__":
+    accelerator = Accelerator()
+    device = accelerator.device
+    model = accelerator.prepare(model)
+    score(model, "out")
+""",
         """
 import torch
 from accelerate import Accelerator
@@ -401,10 +414,13 @@ def _rank_unique_from_callers(model: FileModel, scope, path: cst.BaseExpression 
 
 
 def _names_the_device(model: FileModel, expr: cst.CSTNode) -> bool:
-    """``f"...-rank{accelerator.device.index}.png"``: each GPU process has its own device, so
+    """``f"...-rank{accelerator.device.index}.png"`` (or the device itself in an f-string: its
+    text names the index): each GPU process has its own device, so
     whether ranks share the path depends on the launch (one node: no; CPU, or the same local
     index on several nodes: yes). Unknown: no finding."""
-    return any(type(node) is cst.Attribute and node.attr.value == "index" and model.is_accelerator_device(node.value)
+    return any((type(node) is cst.Attribute and node.attr.value == "index" and model.is_accelerator_device(node.value))
+               or (type(node) is cst.FormattedStringExpression and type(node.expression) in (cst.Name, cst.Attribute)
+                   and model.is_accelerator_device(node.expression))  # `f"..._on_{device}.csv"`: "cuda:1"
                for node in model.index.walk(expr))
 
 
