@@ -395,10 +395,11 @@ def _keep_one_process_findings(result: LintResult, several_processes: Collection
     stay, with their fixes, except on the lines in ``several_processes`` (a notebook's launched
     functions), where every finding stays."""
     kept = {r.code for r in all_rules() if r.holds_in_one_process}
+    _keep_findings(result, lambda d: d.code in kept or d.line in several_processes)
 
-    def keep(d: Diagnostic) -> bool:
-        return d.code in kept or d.line in several_processes
 
+def _keep_findings(result: LintResult, keep: Callable[[Diagnostic], bool]) -> None:
+    """Only the findings ``keep`` accepts stay, with their fixes."""
     result.diagnostics = [d for d in result.diagnostics if keep(d)]
     result.fixes = [(d, fix) for d, fix in result.fixes if keep(d)]
 
@@ -427,8 +428,7 @@ def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) ->
     if path in config.deepspeed_files:
         # every launch runs it under DeepSpeed, whose engine forwards the attributes it lacks to
         # the model (its `state_dict()` keys still carry the `module.` prefix)
-        result.diagnostics = [d for d in result.diagnostics if not (d.code == "AL501" and d.tag == "attribute")]
-        result.fixes = [(d, fix) for d, fix in result.fixes if not (d.code == "AL501" and d.tag == "attribute")]
+        _keep_findings(result, lambda d: not (d.code == "AL501" and d.tag == "attribute"))
 
 
 def lint_file(path: Path, config: Config) -> LintResult:

@@ -2316,8 +2316,7 @@ def test_an_accelerator_built_by_a_factory_in_another_module_is_seen(tmp_path):
 
     shutil.copytree(REPO / "fixtures" / "project_factory", tmp_path / "project")
     for args in ((), ("--jobs", "1")):
-        code, found = json_findings(str(tmp_path / "project"), "--no-cache", *args)
-        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 15, "AL302")]
+        assert _tree_findings(tmp_path / "project", *args) == [("train.py", 15, "AL302")]
     # the factory stops returning an accelerator: its callers hold an unknown object again
     (tmp_path / "project" / "train_util.py").write_text("def prepare_accelerator(args):\n    return object()\n")
     code, found = json_findings(str(tmp_path / "project"), "--no-cache")
@@ -2349,8 +2348,7 @@ def test_a_rank_predicate_from_another_module_guards_writes(tmp_path):
         "    tokenizer.save_pretrained('out')\n"
         "tokenizer.save_pretrained('final')\n")
     for args in ((), ("--jobs", "1")):
-        code, found = json_findings(str(tmp_path), "--no-cache", *args)
-        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [
+        assert _tree_findings(tmp_path, *args) == [
             ("train.py", 10, "AL302"), ("train.py", 12, "AL401")]
 
 
@@ -2395,8 +2393,7 @@ def test_a_helper_module_imported_from_its_package_is_followed(tmp_path):
         "    if accelerator.is_main_process:\n"
         "        train_utils.save_and_rotate(args, accelerator, step)\n")
     for args in ((), ("--jobs", "1")):
-        code, found = json_findings(str(tmp_path), "--no-cache", *args)
-        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 8, "AL302")]
+        assert _tree_findings(tmp_path, *args) == [("train.py", 8, "AL302")]
 
 
 def test_a_module_named_accelerator_in_an_import_path_reads_nothing():
@@ -2594,8 +2591,7 @@ def test_a_fixed_path_written_by_a_helper_star_imported_through_another_module(t
         "if accelerator.is_main_process:\n"
         "    load_items('data/val')\n")
     for args in ((), ("--jobs", "1")):
-        code, found = json_findings(str(tmp_path), "--no-cache", *args)
-        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("train.py", 6, "AL401")]
+        assert _tree_findings(tmp_path, *args) == [("train.py", 6, "AL401")]
 
 
 def test_a_count_from_an_all_gather_helper_of_another_module_is_the_same_on_every_rank(tmp_path):
@@ -2628,5 +2624,10 @@ def test_a_count_from_an_all_gather_helper_of_another_module_is_the_same_on_ever
     (tmp_path / "train.py").write_text(body.format(gathered="gather_rows(rows, sizes)"))
     (tmp_path / "local.py").write_text(body.format(gathered="rows * 2"))
     for args in ((), ("--jobs", "1")):
-        code, found = json_findings(str(tmp_path), "--no-cache", *args)
-        assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == [("local.py", 16, "AL303")]
+        assert _tree_findings(tmp_path, *args) == [("local.py", 16, "AL303")]
+
+
+def _tree_findings(tmp_path, *args) -> list[tuple[str, int, str]]:
+    """(file name, line, code) of what the CLI finds in the tree (no cache)."""
+    _code, found = json_findings(str(tmp_path), "--no-cache", *args)
+    return [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found]

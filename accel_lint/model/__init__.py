@@ -144,6 +144,7 @@ class FileModel:
         self.external = {**self._user_declared(), **(external or {})}
         self.incoming = incoming or {}
         self._positions = None
+        self._deepspeed_read_before: dict[cst.CSTNode, bool] = {}  # (see _reads_deepspeed_plugin_before)
         self._every_rank: dict = {}
         # per scope: where the first statement that refuses several processes is, and where
         # each top-level statement of its body is (see `_several_refused_before`)
@@ -1473,6 +1474,12 @@ class FileModel:
         (``accelerator.state.deepspeed_plugin.deepspeed_config[...] = ...``): on any other backend
         the plugin is ``None`` and that statement raises, so past it the program runs under
         DeepSpeed."""
+        known = self._deepspeed_read_before.get(node)
+        if known is None:
+            known = self._deepspeed_read_before[node] = self._scan_deepspeed_plugin_reads(node)
+        return known
+
+    def _scan_deepspeed_plugin_reads(self, node: cst.CSTNode) -> bool:
         scope = self.scope_of(node)
         line = self.line_of(node)
         for statement in self.index.body_of(scope):
@@ -1743,21 +1750,22 @@ class FileModel:
             return bool(returns) and all(r.value is not None and self.is_accelerator_device(r.value) for r in returns)
         if isinstance(expr, cst.Name):
             scope = self.scope_of(expr)
-            bound = [t.target for t in self.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope)
-                     if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name)
-                     and t.target.value == expr.value and self.scope_of(t) is scope]
+            bound = self._assigned_names(scope, expr.value)
             if not bound and isinstance(scope, cst.FunctionDef) and _depth < 4:
-                if expr.value not in {p.name.value for p in self.index.functions[scope].params}:
-                    # a module global (`device = accelerator.device` under `if __name__ == ...`)
-                    bound = [t.target for t in self.index.walk(self.index.module)
-                             if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name)
-                             and t.target.value == expr.value and self.scope_of(t) is self.index.module]
-                else:
+                if expr.value in {p.name.value for p in self.index.functions[scope].params}:
                     return self._passed_accelerator_device(scope, expr.value, _depth)
+                # a module global (`device = accelerator.device` under `if __name__ == ...`)
+                bound = self._assigned_names(self.index.module, expr.value)
             return bool(bound) and all(
                 isinstance(assign := self.index.parents.get(self.index.parents.get(target)), cst.Assign)
                 and len(assign.targets) == 1 and self.is_accelerator_device(assign.value, _depth) for target in bound)
         return False
+
+    def _assigned_names(self, scope: ScopeNode, name: str) -> list[cst.Name]:
+        """The ``name = ...`` targets of ``scope`` itself (not of its nested functions)."""
+        return [t.target for t in self.index.walk(scope.body if isinstance(scope, cst.FunctionDef) else scope)
+                if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name)
+                and t.target.value == name and self.scope_of(t) is scope]
 
     def _passed_accelerator_device(self, fn: cst.FunctionDef, name: str, depth: int) -> bool:
         """A parameter the function never rebinds, given the accelerator's device at every call

@@ -572,15 +572,12 @@ def _per_rank_horizons(model: FileModel, reported: set[int]):
     horizon is on every path a count of this rank's steps computed from a loader's length (the
     prepared loader's ``len()``, or a pre-``prepare`` one divided by ``num_processes``).
     Horizons B3 reports (they also end the loop) are left to it."""
-    for call in model.index.calls:
-        if call not in model.objects.prepared_origins or not _may_be_stepped(model, call):
+    for horizon in _stepped_horizons(model):
+        if id(horizon) in reported:
             continue
-        for horizon in _horizons(model, call):
-            if id(horizon) in reported:
-                continue
-            scales = model.step_scales_of(horizon)
-            if scales and all(scale == 0 and source is not None for scale, source in scales):
-                yield horizon, _first_len(model, scales, lambda scale: scale == 0)
+        scales = model.step_scales_of(horizon)
+        if scales and all(scale == 0 and source is not None for scale, source in scales):
+            yield horizon, _first_len(model, scales, lambda scale: scale == 0)
 
 
 def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -727,13 +724,17 @@ def _accumulates(model: FileModel) -> bool:
 def _inflated_horizons(model: FileModel):
     """Horizons of prepared schedulers that may be a pre-prepare count times ``num_processes``
     (scale 2): the prepared scheduler's steps are already scale 1."""
+    for horizon in _stepped_horizons(model):
+        source = _first_len(model, model.step_scales_of(horizon), lambda scale: scale >= 2)
+        if source is not None:
+            yield horizon, source
+
+
+def _stepped_horizons(model: FileModel):
+    """The horizons of every scheduler that ``prepare`` returns and that may be stepped."""
     for call in model.index.calls:
-        if call not in model.objects.prepared_origins or not _may_be_stepped(model, call):
-            continue
-        for horizon in _horizons(model, call):
-            source = _first_len(model, model.step_scales_of(horizon), lambda scale: scale >= 2)
-            if source is not None:
-                yield horizon, source
+        if call in model.objects.prepared_origins and _may_be_stepped(model, call):
+            yield from _horizons(model, call)
 
 
 def _may_be_stepped(model: FileModel, scheduler: cst.Call) -> bool:

@@ -394,10 +394,11 @@ class Runner:
                 # DeepSpeed's engine's own checkpointing, which no model has: a program written
                 # for DeepSpeed (unwrapping would lose the method)
                 continue
-            if model.prepared_backend(base) == "deepspeed" and attr not in ("state_dict", "module"):
+            backend = model.prepared_backend(base)
+            if backend == "deepspeed" and attr not in ("state_dict", "module"):
                 continue  # DeepSpeed's engine forwards what it lacks to the model, and the program
                 # runs only under DeepSpeed (`deepspeed_plugin=`, or it reads the plugin on every path)
-            if model.prepared_backend(base) == "fsdp1":
+            if backend == "fsdp1":
                 # FSDP1's wrapper forwards attributes to the model, and its state_dict() is the
                 # full, unprefixed one on every rank (a collective: AL302 covers it under a guard)
                 continue
