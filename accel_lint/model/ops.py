@@ -79,6 +79,7 @@ class Fork:
 
 Item = Union[Op, Choice, Loop, Fork]
 OPAQUE = "OPAQUE"  # collectives the analysis cannot place (callbacks): no finding in that scope
+_TORCH_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 EXIT_FUNCTION_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 
 
@@ -178,6 +179,8 @@ class OpAnalysis:
             if method == "state_dict" and owner is not None and owner.prepared == "yes" and owner.kind == "model" and not owner.not_wrapped:
                 return C.CKPT
         qual = self.index.imports.qualify(name) if name else None
+        if name == "iter" and len(call.args) == 1 and self.starts_shuffled_loader(call.args[0].value):
+            return C.DL_ITER
         if qual:
             module, _, fn = qual.rpartition(".")
             if module in ("torch.distributed", "torch.distributed.distributed_c10d"):
@@ -222,6 +225,34 @@ class OpAnalysis:
                 runs = {"main"} if k == 0 else ({f"rank-{k}"} & names if k is not None else {"main"})
             return Guard(dec, dec.decorator, "decorator"), runs
         return None
+
+    def starts_shuffled_loader(self, iterable: cst.BaseExpression) -> bool:
+        """A prepared loader built here as ``DataLoader(..., shuffle=True)`` on every path: each
+        ``iter()`` of it broadcasts rank 0's sampler generator (``synchronize_rng_states``), on
+        every backend. Not where the file names ``use_seedable_sampler`` or ``rng_types``,
+        which change what is synchronized."""
+        if "use_seedable_sampler" in self.index.identifiers or "rng_types" in self.index.identifiers:
+            return False
+        value = self.objects.values.get(iterable)
+        if value is None or value.kind != "loader" or value.prepared != "yes" or value.container:
+            return False
+        origins = value.origins()
+        return bool(origins) and all(self._shuffled_loader_call(origin) for origin in origins)
+
+    def _shuffled_loader_call(self, origin: cst.CSTNode) -> bool:
+        if type(origin) is not cst.Call:
+            return False
+        name = dotted_name(origin.func)
+        qual = self.index.imports.qualify(name) if name else None
+        if qual not in _TORCH_DATALOADERS:
+            return False
+        for arg in origin.args:
+            if arg.star:
+                return False  # `**kwargs` may carry a sampler
+            if arg.keyword is not None and arg.keyword.value in ("sampler", "batch_sampler"):
+                return False
+        return any(arg.keyword is not None and arg.keyword.value == "shuffle"
+                   and type(arg.value) is cst.Name and arg.value.value == "True" for arg in origin.args)
 
     def main_only_collection(self, iterable: cst.BaseExpression) -> bool:
         """``accelerator.trackers``: a list only the main process fills."""
@@ -644,6 +675,15 @@ def _first_op(items: list[Item]) -> Op | None:
     return None
 
 
+def _loop_iterable(iterable: cst.BaseExpression) -> cst.BaseExpression:
+    """The object a ``for`` iterates behind ``enumerate(...)``, ``tqdm(...)`` and ``zip(...)``
+    (its first argument)."""
+    while type(iterable) is cst.Call and iterable.args and not iterable.args[0].star \
+            and (dotted_name(iterable.func) or "").rpartition(".")[2] in ("enumerate", "tqdm", "zip"):
+        iterable = iterable.args[0].value
+    return iterable
+
+
 def _combine_exits(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return None
@@ -753,6 +793,10 @@ class _Walker:
             return result[1]
         if isinstance(stmt, cst.For):
             self._calls(stmt.iter, guard, items)
+            loader = _loop_iterable(stmt.iter)
+            if self.a.starts_shuffled_loader(loader):
+                # (the loop's own iter(): an RNG broadcast before the first batch)
+                items.append(Op(C.DL_ITER, loader, cst.Call(cst.Name("iter"), [cst.Arg(loader)]), (), guard))
             body_guard = guard
             if self.a.main_only_collection(stmt.iter):
                 # `for tracker in accelerator.trackers:` -- only the main process fills the list

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..collectives import CKPT, END
+from ..collectives import CKPT, DL_ITER, END
 from ..model import FileModel
 from .base import Finding, Rule, describe_guard, quote
 
@@ -24,6 +24,9 @@ class RankGatedCollective(Rule):
     last statement leaves it on a rank-dependent test (`if accelerator.is_main_process and
     early_stop(...): break` at the end of the epoch) is flagged at the first collective of
     its body: the ranks that stay run the next pass and wait there for the ones that left.
+    Iterating a prepared loader built with `DataLoader(..., shuffle=True)` (a `for` over it,
+    or `next(iter(loader))` for a sample batch) counts: each `iter()` broadcasts rank 0's
+    sampler generator, on every backend.
     Balanced branches (`if main: work(); wait() else: wait()`) and uniform conditions
     (`sync_gradients`, step counters, `num_processes`, CLI arguments, gathered values) pass.
 
@@ -58,6 +61,16 @@ class RankGatedCollective(Rule):
     scope = "distributed"
 
     VALID = [
+        # an unshuffled loader synchronizes no generator: the main process may iterate it alone
+        """\
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        val_dl = DataLoader(val_set, batch_size=8, shuffle=False)
+        model, val_dl = accelerator.prepare(model, val_dl)
+        if accelerator.is_main_process:
+            preview = next(iter(val_dl))
+        """,
         """
 from accelerate import Accelerator
 accelerator = Accelerator()
@@ -154,6 +167,17 @@ if best > ppl:
 """,
     ]
     INVALID = [
+        """\
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        val_dl = DataLoader(val_set, batch_size=8, shuffle=True)
+        model, val_dl = accelerator.prepare(model, val_dl)
+        if accelerator.is_main_process:
+            preview = next(iter(val_dl))  # expect: AL301
+            for batch in val_dl:  # expect: AL301
+                log_images(model(batch))
+        """,
         """
 from accelerate import Accelerator
 accelerator = Accelerator()
@@ -223,6 +247,13 @@ def _is_check_trigger(op) -> bool:
 
 
 def describe_op(model: FileModel, op) -> str:
+    if op.kind == DL_ITER:
+        # the loop or iter() starts a shuffled prepared loader: rank 0 broadcasts its sampler seed
+        loader = f" `{model.code(op.origin.args[0].value)}`" if op.origin.args else ""
+        how = f"iterating the shuffled prepared loader{loader} (it broadcasts rank 0's sampler seed)"
+        if not op.chain:
+            return how
+        return f"`{' → '.join(name.split('.')[-1] + '()' for name in op.chain)}`, {how},"
     origin = model.code(op.origin.func) + "()"
     if not op.chain:
         return quote(model.code(op.node), 70)
