@@ -356,6 +356,15 @@ GIT_CORPORA = {
     "point-cloud-diffusion-pretraining": ("wdttt/PointSD", "8e1471b29bd903324464e2fae9f8e6a0b2eee3d1", None),
     "timeseries-causal-discovery": ("R0oup1iao/GeoDCD", "3a320039573f58d3e73cf0a67febc604fdee3688", None),
     "handwritten-ocr-finetuning": ("Hrazhan/kurdish-ocr", "172c4c75b6f8618c1277445217b95347ca643161", None),
+    # batch 31 (2026-11-29, eighteenth session): first contact recorded at 3361226
+    "fine-grained-rlhf-ppo": ("allenai/FineGrainedRLHF", "a1469d4eba0b3754bcb343beb88f0aca24bf4848", None),
+    "logic-program-learning": ("phuayj/delta-lfit-2", "ee8f02f5db9773d13597043bb0f2ec441728069c", None),
+    "handwriting-dit-diffusion": ("thaibabao2002/HWT-DiT", "e29d07a8a9b857550a09dc08eb7d822ea1118ef2", None),
+    "graph-variational-flow-matching": ("vincenttsai2015/VFM_CatFlow", "a51ed33f98fd375bd388ac33703361e162ead8f9", None),
+    "cross-view-geo-localization": ("buaa-colalab/GAGeo", "f6585cbad28e3a752bd31804327b801a49d3b7f0", None),
+    "music-audio-language-model": ("xiquan-li/TinyMU", "385133d3df4460b749d3d774c93edd4016bd4bac", None),
+    "t2i-diffusion-dense-reward-rl": ("Shentao-YANG/Dense_Reward_T2I", "863a3834536ebefdc620fb56fc88b1b7a3d5e7e9", None),
+    "depth-completion-kbnet": ("NoWorryy/depth-completion", "9ce7332049c91dea6f4d27168cc38a22fd69a373", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
