@@ -27,7 +27,10 @@ _ROW_PRESERVING = frozenset({
 })
 # methods that keep the rows when they act on a dimension other than the first
 _DIM_PRESERVING = frozenset({"argmax", "argmin", "softmax", "log_softmax", "squeeze", "max", "min"})
+# methods that reduce over the dimensions they are given (only `dim=` for `norm`)
+_DIM_REDUCING = frozenset({"sum", "mean", "norm", "prod", "std", "var", "amax", "amin", "logsumexp", "all", "any"})
 _REDUCED_FIELDS = frozenset({"loss", "losses"})
+_BRANCHING = (cst.If, cst.Else, cst.Try, cst.ExceptHandler, cst.Finally, cst.For, cst.While, cst.IfExp)
 
 
 def per_sample(model, expr: cst.BaseExpression, loop: cst.For, depth: int = 0) -> bool:
@@ -46,8 +49,20 @@ def per_sample(model, expr: cst.BaseExpression, loop: cst.For, depth: int = 0) -
         value = _assigned_in_loop(model, expr.value, loop, expr)
         return value is not None and per_sample(model, value, loop, depth + 1)
     if kind is cst.Subscript:
-        return _is_loop_target(expr.value, loop) or (
-            per_sample(model, expr.value, loop, depth + 1) and _keeps_first_dimension(expr))
+        if _is_loop_target(expr.value, loop):
+            return True
+        field = _string_key(expr)
+        if field is not None:
+            # a field of a dict-like value (`outputs["logits"]`), never a row index of a tensor
+            if field in _REDUCED_FIELDS:
+                return False
+            held = _dict_display_in_loop(model, expr.value, loop)
+            if held is not None:
+                item = next((e.value for e in held.elements if type(e) is cst.DictElement
+                             and type(e.key) is cst.SimpleString and e.key.evaluated_value == field), None)
+                return item is not None and per_sample(model, item, loop, depth + 1)
+            return per_sample(model, expr.value, loop, depth + 1)
+        return per_sample(model, expr.value, loop, depth + 1) and _keeps_first_dimension(expr)
     if kind is cst.Attribute:
         if expr.attr.value in _REDUCED_FIELDS:
             return False
@@ -76,6 +91,14 @@ def _call_per_sample(model, call: cst.Call, loop: cst.For, depth: int) -> bool:
             return per_sample(model, func.value, loop, depth + 1)
         if method in _DIM_PRESERVING:
             return _dimension_not_first(call) and per_sample(model, func.value, loop, depth + 1)
+        if method in _DIM_REDUCING:
+            # a reduction over another dimension keeps the rows; with no `dim` it is a scalar
+            # (`norm`'s first positional parameter is `p`, so only `dim=` counts there)
+            dims = [a for a in call.args if a.keyword is not None and a.keyword.value == "dim"]
+            if method != "norm":
+                dims += [a for a in call.args[:1] if a.keyword is None]
+            return len(dims) == 1 and _dimension_not_first(cst.Call(func, [dims[0].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)])) \
+                and per_sample(model, func.value, loop, depth + 1)
     return False
 
 
@@ -87,6 +110,22 @@ def _prepared_module(model, func: cst.BaseExpression) -> bool:
     value = model.value_at(func)
     return value is not None and value.prepared != NO and value.prepared_at is not None and value.kind in (
         None, "model", "unknown")
+
+
+def _string_key(sub: cst.Subscript) -> str | None:
+    """The key of ``x["name"]``: one string index."""
+    if len(sub.slice) != 1 or type(sub.slice[0].slice) is not cst.Index:
+        return None
+    key = sub.slice[0].slice.value
+    return key.evaluated_value if type(key) is cst.SimpleString else None
+
+
+def _dict_display_in_loop(model, expr: cst.BaseExpression, loop: cst.For) -> cst.Dict | None:
+    """The dict display a name is bound to in the loop body (``targets = {"box": batch["box"]}``)."""
+    if type(expr) is not cst.Name:
+        return None
+    value = _assigned_in_loop(model, expr.value, loop, expr)
+    return value if type(value) is cst.Dict else None
 
 
 def _dimension_not_first(call: cst.Call) -> bool:
@@ -143,9 +182,13 @@ def _assigned_in_loop(model, name: str, loop: cst.For, read: cst.CSTNode) -> cst
                     last = node
     if type(last) is not cst.Assign or len(last.targets) != 1 or type(last.targets[0].target) is not cst.Name:
         return None
+    around_read = set(model.index.ancestors(read))
     for ancestor in model.index.ancestors(last):
         if ancestor is loop:
             return last.value
-        if type(ancestor) in (cst.If, cst.Try, cst.For, cst.While, cst.IfExp):
+        # a binding under an `if` (or `try`, inner loop) is what a read in the same block sees
+        # (the block of a branch too: the `then` block of an `if` is not its `else`)
+        branching = ancestor if type(ancestor) is not cst.IndentedBlock else model.index.parents.get(ancestor)
+        if type(branching) in _BRANCHING and ancestor not in around_read:
             return None
     return None

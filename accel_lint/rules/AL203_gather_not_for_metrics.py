@@ -74,6 +74,23 @@ class GatherNotForMetrics(Rule):
     summary = "gather() in an evaluation loop keeps the duplicated padding samples; use gather_for_metrics()"
 
     VALID = [
+        # one value per batch (a norm over every dimension, the loss field): no row per sample
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(make_model(), DataLoader(val_set, batch_size=8))
+        model.eval()
+        norms, losses = [], []
+        with torch.no_grad():
+            for batch in loader:
+                outputs = model(batch["image"])
+                norms.append((outputs["xyz"] - batch["xyz"]).norm(2))
+                losses.append(outputs["loss"])
+        norms = accelerator.gather_for_metrics(torch.stack(norms))
+        losses = accelerator.gather_for_metrics(torch.stack(losses))
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -138,6 +155,25 @@ class GatherNotForMetrics(Rule):
         """,
     ]
     INVALID = [
+        # a per-sample error (a field of the outputs minus a field of a dict of the batch's
+        # fields, reduced over the last dimension), kept under a test and gathered after the loop
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(make_model(), DataLoader(val_set, batch_size=8))
+        model.eval()
+        errors = []
+        with torch.no_grad():
+            for batch in loader:
+                targets = {"xyz": batch["xyz"], "mask": batch["mask"]}
+                outputs = model(batch["image"])
+                if "xyz" in outputs:
+                    error = (outputs["xyz"] - targets["xyz"]).norm(dim=-1)
+                    errors.append(error)
+        errors = accelerator.gather_for_metrics(torch.cat(errors))  # expect: AL203
+        """,
         """\
         import torch
         import evaluate
