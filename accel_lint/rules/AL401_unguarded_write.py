@@ -35,7 +35,8 @@ class UnguardedWrite(Rule):
     `shutil.rmtree(d, ignore_errors=True)`), a directory creation inside a `try` that catches
     `FileExistsError` (or `OSError`, `Exception`), and appending (`open(log, "a")`: the lines
     interleave, nothing is truncated); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`,
-    also passed to a helper that writes its parameter; paths inside a directory this rank created
+    also passed to a helper that writes its parameter, or bound to such a name on one branch
+    (`if accelerator is not None: path = f"..._{rank}.json"`: unknown); paths inside a directory this rank created
     exclusively, `d.mkdir()` or `os.makedirs(d)` without `exist_ok` outside a `try`, where a second
     rank raises: that creation is the finding;
     the accelerator's device index or the device itself in an f-string, which differ between the
@@ -87,6 +88,19 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        # the shared name only where no accelerator is given; with one, each rank its own file
+        """\
+        import json, os
+        from accelerate import Accelerator
+        def score_folder(out_dir, accelerator=None):
+            report = os.path.join(out_dir, "scores.json")
+            if accelerator is not None:
+                report = os.path.join(out_dir, f"scores_{accelerator.process_index}.json")
+            with open(report, "w") as f:
+                json.dump(compute_scores(out_dir), f)
+        accelerator = Accelerator()
+        score_folder("eval", accelerator)
+        """,
         """
 import pandas as pd
 from accelerate import Accelerator
@@ -379,8 +393,11 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.Base
             return True
         for name in model.index.loads_in(expr):
             value = model.value_at(name)
-            if value is not None and isinstance(value.origin, cst.BaseExpression) and value.origin is not name:
-                if _rank_unique(model, value.origin, depth + 1):
+            # where branches bound it differently (`fname = shared`, then under `if accelerator
+            # is not None:` a per-rank name), one rank-unique binding makes the path unknown
+            for origin in (value.origins() if value is not None else ()):
+                if isinstance(origin, cst.BaseExpression) and origin is not name \
+                        and _rank_unique(model, origin, depth + 1):
                     return True
     return False
 
