@@ -85,15 +85,19 @@ ENDING_METHODS: Final = "ENDING_METHODS"
 # `generate()` returned (`def my_generate(self, ids): ...; return self.generate(ids, ...)`); its
 # detail is their names, space-separated
 GENERATING_METHODS: Final = "GENERATING_METHODS"
+# not a collective: a class of another module whose methods bind some attributes of its
+# instances to rank-local data, or on some ranks only (`if self.accelerator.is_main_process:
+# self.should_stop = True`); its detail is the attribute names, space-separated
+RANK_VARYING_ATTRIBUTES: Final = "RANK_VARYING_ATTRIBUTES"
 # what a module summary may say of a name that is not an op it performs
 NOT_OPS: Final = frozenset({ACCELERATOR_FACTORY, WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, RANK_PREDICATE, RETURNS_KIND, SPLITS_PER_RANK, FORWARD_METHODS,
                             RETURNS_SHARDING_SAMPLER, RETURNS_UNIFORM, CLIPS_GRADIENTS,
                             WRITES_FILE, DOWNLOADS, ITERATES_ARGUMENTS, WRITING_METHODS,
-                            STARTS_TRACKER, REPLACES_PRINT})
+                            STARTS_TRACKER, REPLACES_PRINT, RANK_VARYING_ATTRIBUTES})
 # of those, what calling the name makes (read also from modules with no Accelerate in them)
 MADE_FACTS: Final = frozenset({RETURNS_KIND, ENDING_METHODS, GENERATING_METHODS, SPLITS_PER_RANK, FORWARD_METHODS, DOWNLOADS, ITERATES_ARGUMENTS,
                                RETURNS_SHARDING_SAMPLER, RETURNS_UNIFORM, CLIPS_GRADIENTS,
-                               WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT})
+                               WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT, RANK_VARYING_ATTRIBUTES})
 
 #: Methods of an Accelerator / PartialState / AcceleratorState that are collectives
 #: in every multi-process type (class A) or backend-dependent (class B), with their op kind.

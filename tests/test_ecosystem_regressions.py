@@ -2631,3 +2631,41 @@ def _tree_findings(tmp_path, *args) -> list[tuple[str, int, str]]:
     """(file name, line, code) of what the CLI finds in the tree (no cache)."""
     _code, found = json_findings(str(tmp_path), "--no-cache", *args)
     return [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found]
+
+
+def test_a_flag_a_trainer_of_another_module_sets_on_the_main_process_only_is_rank_local(tmp_path):
+    """The loop leaves on ``trainer.stop``, which the trainer class of another module sets
+    under ``if self.accelerator.is_main_process:``: the main process leaves, the others wait in
+    the barrier. A flag the class binds from ``check_trigger()`` on every rank is agreed."""
+    (tmp_path / "trainer.py").write_text(
+        "class Trainer:\n"
+        "    def __init__(self, accelerator, model, optimizer):\n"
+        "        self.accelerator = accelerator\n"
+        "        self.model, self.optimizer = accelerator.prepare(model, optimizer)\n"
+        "        self.stop = False\n"
+        "        self.agreed = False\n"
+        "        self.high = 0\n\n"
+        "    def step(self, batch):\n"
+        "        loss = self.model(batch).mean()\n"
+        "        self.accelerator.backward(loss)\n"
+        "        self.optimizer.step()\n"
+        "        if self.accelerator.is_main_process and loss.item() > 10:\n"
+        "            self.high += 1\n"
+        "            if self.high > 3:\n"
+        "                self.stop = True\n"
+        "                self.accelerator.set_trigger()\n"
+        "        self.agreed = self.accelerator.check_trigger()\n")
+    (tmp_path / "train.py").write_text(
+        "from accelerate import Accelerator\n"
+        "from trainer import Trainer\n\n"
+        "accelerator = Accelerator()\n"
+        "trainer = Trainer(accelerator, build_model(), build_optimizer())\n"
+        "for batch in batches():\n"
+        "    trainer.step(batch)\n"
+        "    accelerator.wait_for_everyone()\n"
+        "    if trainer.agreed:\n"
+        "        break\n"
+        "    if trainer.stop:\n"
+        "        break\n")
+    for args in ((), ("--jobs", "1")):
+        assert _tree_findings(tmp_path, *args) == [("train.py", 12, "AL303")]

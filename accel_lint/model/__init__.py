@@ -45,6 +45,7 @@ from .rank_data import COLLECTIVE_WORDS, IN_PLACE, RankData
 from .ranks import RANK_PASSED
 from .names import BUILTIN_NAMES, bound_names, dotted_name, last_attr, none_comparison
 from ..collectives import (DOWNLOADS, FORWARD_METHODS, ITERATES_ARGUMENTS, MADE_FACTS, RANK_PREDICATE, RETURNS_KIND,
+                           RANK_VARYING_ATTRIBUTES,
                            RETURNS_SHARDING_SAMPLER, RETURNS_UNIFORM, CLIPS_GRADIENTS, SPLITS_PER_RANK,
                            WRITES_FILE, WRITING_METHODS, STARTS_TRACKER, REPLACES_PRINT,
                            WAITS_FOR_CALLERS, ENDING_METHODS, GENERATING_METHODS, NOT_OPS)
@@ -212,7 +213,12 @@ class FileModel:
     @cached_property
     def rank_data(self) -> RankData:
         """Which values are computed from rank-local data (batches, model outputs, the clock)."""
-        return RankData(self.index, self.value_at, self.is_uniform_result, self.reads_rank)
+        return RankData(self.index, self.value_at, self.is_uniform_result, self.reads_rank, self._external_attributes)
+
+    def _external_attributes(self, name: str) -> frozenset[str]:
+        """The rank-local attributes of instances of ``name``, a class of another module."""
+        return frozenset(attr for kind, detail in self.external.get(name, ()) if kind == RANK_VARYING_ATTRIBUTES
+                         for attr in detail.split())
 
     @cached_property
     def ranks(self) -> RankEvaluator:
@@ -635,6 +641,9 @@ class FileModel:
             out.setdefault(name, []).append((REPLACES_PRINT, detail))
         for name in self.sharding_sampler_functions():
             out.setdefault(name, []).append((RETURNS_SHARDING_SAMPLER, ""))
+        if self.is_accelerate_file:
+            for name, attrs in self.rank_data.exported_attributes().items():
+                out.setdefault(name, []).append((RANK_VARYING_ATTRIBUTES, " ".join(sorted(attrs))))
         if self.index.identifiers & COLLECTIVE_WORDS:
             for name, fn in self.index.module_functions.items():
                 # (the walk only for a function that runs such a collective itself: library
@@ -2539,10 +2548,31 @@ class FileModel:
         """Whether ``call`` is an op of ``kind``, directly or through same-file helpers."""
         if self.op_kind(call) == kind:
             return True
-        target = self.index.resolve_call(call)
+        target = self.index.resolve_call(call) or self.instance_method(call)
         if target is None:
             return False
         return kind in self.ops.kinds_performed(target)
+
+    def instance_method(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The method ``obj.m()`` runs where ``obj`` is, on every path, an instance made here of
+        one class of this file (``trainer = Trainer(...)``), found in the class or its bases."""
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return None
+        value = self.value_at(func.value)
+        origins = value.origins() if value is not None else frozenset()
+        made_by = {dotted_name(o.func) if type(o) is cst.Call else None for o in origins}
+        if len(made_by) != 1:
+            return None
+        name = next(iter(made_by))
+        cls = self.index.classes.get(name) if name is not None else None
+        if cls is None or self.index.resolve_function_name(name, self.scope_of(call)) is not None:
+            return None
+        for owner in self.objects._class_and_bases(name):
+            method = self.index.classes[owner].methods.get(func.attr.value) if owner in self.index.classes else None
+            if method is not None:
+                return method
+        return None
 
     def scope_of(self, node: cst.CSTNode) -> ScopeNode:
         return self.index.scope_of(node)

@@ -52,8 +52,16 @@ _FILLING = frozenset({"append", "extend", "insert", "add", "update"})
 class RankData:
     """For every name read, whether its value may differ between ranks."""
 
-    def __init__(self, index: FileIndex, value_at, is_uniform_result, reads_rank=lambda expr: True) -> None:
+    def __init__(self, index: FileIndex, value_at, is_uniform_result, reads_rank=lambda expr: True,
+                 external_attributes=lambda name: frozenset()) -> None:
         self.index = index
+        # attributes of a class's instances that some method binds to rank-local data, or binds
+        # only on some ranks (`if self.accelerator.is_main_process: self.should_stop = True`):
+        # class name -> attribute names; and for classes of other modules, what they export
+        self.varying_attributes: dict[str, set[str]] = {}
+        self._uniform_attributes: dict[str, set[str]] = {}
+        self._external_attributes = external_attributes
+        self._rank_gated = 0
         self._value_at = value_at
         self._reads_rank = reads_rank  # (an expression that differs between ranks by the rank model)
         self._is_uniform_result = is_uniform_result
@@ -74,9 +82,25 @@ class RankData:
         # names bound after such an exit (in the statements some ranks skip), and that exit
         self._after_exit: cst.CSTNode | None = None
         self.left_behind: dict[tuple[ScopeNode, str], cst.CSTNode] = {}
-        for scope in [index.module, *index.functions]:
+        self._walk_scopes()
+        if any(self.varying_attributes.values()):
+            # a method may read what another method, walked later, binds: once more, with the
+            # attributes known from the start
+            self._reset_walk()
+            self._walk_scopes()
+
+    def _walk_scopes(self) -> None:
+        for scope in [self.index.module, *self.index.functions]:
             self._scope = scope
             self._final[scope] = self._block(self.index.body_of(scope), self._varying_params(scope), False)
+
+    def _reset_walk(self) -> None:
+        self.at.clear()
+        self._final.clear()
+        self._filled.clear()
+        self.left_behind.clear()
+        self._uniform_returns.clear()
+        self._varying_returns.clear()
 
     def _varying_params(self, scope: ScopeNode) -> set[str]:
         """A dataset's ``__getitem__(self, index)``: the sampler gives each rank its own
@@ -210,8 +234,49 @@ class RankData:
     def _reader(self, env: set[str]):
         def read(load: cst.BaseExpression) -> bool:
             key = dotted_name(load)
-            return key is not None and self._lookup(key, env)
+            return key is not None and (self._lookup(key, env) or self._instance_attribute_varies(load))
         return read
+
+    def _instance_attribute_varies(self, load: cst.BaseExpression) -> bool:
+        """``self.flag`` in a method, or ``trainer.flag`` of ``trainer = Trainer(...)``, where some
+        method of the class binds the attribute to rank-local data or on some ranks only."""
+        if type(load) is not cst.Attribute:
+            return False
+        attr = load.attr.value
+        owner = load.value
+        if type(owner) is cst.Name and owner.value == "self":
+            info = self.index.functions.get(self._scope)
+            classes = [info.class_name] if info is not None and info.class_name is not None else []
+            return any(attr in self.varying_attributes.get(c, ()) for c in classes)
+        value = self._value_at(owner)
+        for origin in (value.origins() if value is not None else ()):
+            if type(origin) is cst.Call:
+                made_by = dotted_name(origin.func)
+                if made_by is None:
+                    continue
+                if made_by in self.index.classes and self.index.resolve_function_name(made_by, self._scope) is None:
+                    if attr in self.varying_attributes.get(made_by, ()):
+                        return True
+                elif attr in self._external_attributes(made_by):
+                    return True
+        return False
+
+    def attribute_behind(self, expr: cst.CSTNode) -> str | None:
+        """An attribute read in ``expr`` that varies because methods of its class bind it so
+        (``trainer.should_stop``), as written."""
+        for load in self.index.loads_in(expr) if not isinstance(expr, cst.Attribute) else [expr]:
+            scope, self._scope = self._scope, self.index.scope_of(load)
+            try:
+                if self._instance_attribute_varies(load):
+                    return dotted_name(load)
+            finally:
+                self._scope = scope
+        return None
+
+    def exported_attributes(self) -> dict[str, frozenset[str]]:
+        """For other modules: the classes of this module with such attributes."""
+        return {name: frozenset(attrs) for name, attrs in self.varying_attributes.items()
+                if attrs and self.index.classes[name].node in self.index.module.body}
 
     def _lookup(self, key: str, env: set[str]) -> bool:
         if key in env:
@@ -223,7 +288,7 @@ class RankData:
             return
         for load in self.index.loads_in(node):
             key = dotted_name(load)
-            if key is not None and self._lookup(key, env):
+            if key is not None and (self._lookup(key, env) or self._instance_attribute_varies(load)):
                 self.at[load] = True
 
     # -- statements -----------------------------------------------------------------------
@@ -248,7 +313,10 @@ class RankData:
         if kind is cst.If:
             self._record(stmt.test, env)
             inner = tainted or self._eval(stmt.test, self._reader(env))
+            gated = self._reads_rank(stmt.test)
+            self._rank_gated += gated
             then = self._block(stmt.body.body, set(env), inner)
+            self._rank_gated -= gated
             several = True if self._tests_initialized_group(stmt.test) else self._tests_several_processes(stmt.test)
             if several is True:
                 return then  # several ranks exist only where the process group is initialized
@@ -425,6 +493,7 @@ class RankData:
         return None
 
     def _bind(self, target: cst.BaseExpression, varies: bool, env: set[str]) -> None:
+        self._note_attribute(target, varies)
         for key in bound_names(target):
             self._filled.discard((self._scope, key))
             for stale in [k for k in env if k.startswith(key + ".")]:
@@ -434,6 +503,29 @@ class RankData:
                 self._note_exit(key)
             else:
                 env.discard(key)
+
+
+    def _note_attribute(self, target: cst.BaseExpression, varies: bool) -> None:
+        """``self.<attr> = ...`` in a method: whether instances may hold rank-local values there.
+        An attribute some method also binds on every rank to what every rank agrees on (a
+        collective's result) is left unknown: which binding a later read sees is not modelled."""
+        if type(target) is not cst.Attribute or type(target.value) is not cst.Name or target.value.value != "self":
+            return
+        info = self.index.functions.get(self._scope)
+        if info is None or info.class_name is None:
+            return
+        attr = target.attr.value
+        if varies or self._rank_gated:
+            if attr not in self._uniform_attributes.get(info.class_name, ()):
+                self.varying_attributes.setdefault(info.class_name, set()).add(attr)
+        elif self._agreed_value(target):
+            self._uniform_attributes.setdefault(info.class_name, set()).add(attr)
+            self.varying_attributes.get(info.class_name, set()).discard(attr)
+
+    def _agreed_value(self, target: cst.Attribute) -> bool:
+        parent = self.index.parents.get(self.index.parents.get(target))
+        value = getattr(parent, "value", None)
+        return isinstance(value, cst.Call) and self._is_uniform_result(value)
 
 
 def _keeps_order(loader: cst.Call) -> bool:

@@ -22,7 +22,9 @@ class RankDivergentExit(Rule):
     variable over a loader), from a model's forward or `generate` (`loss.item() < threshold`,
     `torch.isnan(loss)`), from the clock, returned by a same-file helper that computes it
     so (`val_loss, metrics = evaluate(model, val_loader)`: each item of a returned tuple on its
-    own), put into a list (`val_losses.append(val_loss)`; the list's `len()` stays uniform), or assigned under a
+    own), an attribute that a method of its object's class (of this file or another module)
+    sets from such data or under a rank predicate (`trainer.should_stop`, set under
+    `if self.accelerator.is_main_process:`), put into a list (`val_losses.append(val_loss)`; the list's `len()` stays uniform), or assigned under a
     condition that is itself rank-local (a patience counter on un-reduced metrics), or after a
     `continue` that only some ranks take (`except RuntimeError: continue` before `step += 1`:
     the failing rank's step counter falls behind, so it stops one pass later). Exits on a
@@ -75,6 +77,28 @@ class RankDivergentExit(Rule):
     summary = "a loop with collectives left on a rank-local loss/metric or exception: the other ranks hang"
 
     VALID = [
+        # the flag is what every rank agrees on: check_trigger() all-reduces the main's decision
+        """\
+        from accelerate import Accelerator
+        class Trainer:
+            def __init__(self, accelerator, model, optimizer):
+                self.accelerator = accelerator
+                self.model, self.optimizer = accelerator.prepare(model, optimizer)
+                self.should_stop = False
+            def step(self, batch):
+                loss = self.model(batch).mean()
+                self.accelerator.backward(loss)
+                self.optimizer.step()
+                if self.accelerator.is_main_process and loss.item() > 10:
+                    self.accelerator.set_trigger()
+                self.should_stop = self.accelerator.check_trigger()
+        accelerator = Accelerator()
+        trainer = Trainer(accelerator, make_model(), make_optimizer())
+        for batch in batches():
+            trainer.step(batch)
+            if trainer.should_stop:
+                break
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -128,6 +152,27 @@ class RankDivergentExit(Rule):
         """,
     ]
     INVALID = [
+        # the trainer sets its flag on the main process only: the main process leaves the loop
+        """\
+        from accelerate import Accelerator
+        class Trainer:
+            def __init__(self, accelerator, model, optimizer):
+                self.accelerator = accelerator
+                self.model, self.optimizer = accelerator.prepare(model, optimizer)
+                self.should_stop = False
+            def step(self, batch):
+                loss = self.model(batch).mean()
+                self.accelerator.backward(loss)
+                self.optimizer.step()
+                if self.accelerator.is_main_process and loss.item() > 10:
+                    self.should_stop = True
+        accelerator = Accelerator()
+        trainer = Trainer(accelerator, make_model(), make_optimizer())
+        for batch in batches():
+            trainer.step(batch)
+            if trainer.should_stop:
+                break  # expect: AL303
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -324,6 +369,11 @@ def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> tuple[cst.C
                 return None  # a rank predicate: AL301 reports where the other ranks then wait
             if model.rank_data.varies(test):
                 behind = model.rank_data.exit_behind(test)
+                attribute = model.rank_data.attribute_behind(test)
+                if attribute is not None and behind is None:
+                    through = "" if model.code(test) == attribute else f" (through `{attribute}`)"
+                    return test, (f"`{model.code(test)}`{through}, which a method of its class sets from this rank's "
+                                  f"own data or on some ranks only,")
                 if behind is not None:
                     name, left = behind
                     return test, (f"`{model.code(test)}`, and `{name}` falls behind on a rank that left an "
