@@ -5,6 +5,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
+from ..model.objects import WRAPPED_KINDS
 from ..model import FileModel, backend_compared, shorten
 from ..model.names import dotted_name
 from .base import Finding, Fix, Rule, guard_statement_fix, quote, wrap_in_guard
@@ -393,6 +394,12 @@ def _rank_unique(model: FileModel, node: cst.CSTNode, depth: int, path: cst.Base
             return True
         for name in model.index.loads_in(expr):
             value = model.value_at(name)
+            parent = model.index.parents.get(name)
+            if value is not None and (value.is_acc or value.kind in WRAPPED_KINDS) \
+                    or (type(parent) is cst.Attribute and parent.value is name):
+                # an object built with the rank (`get_loader(..., rank=r)`): what the path reads
+                # of it (`loader.dataset.file_path`) is not thereby per rank
+                continue
             # where branches bound it differently (`fname = shared`, then under `if accelerator
             # is not None:` a per-rank name), one rank-unique binding makes the path unknown
             for origin in (value.origins() if value is not None else ()):
