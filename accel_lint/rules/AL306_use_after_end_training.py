@@ -77,6 +77,22 @@ class UseAfterEndTraining(Rule):
         """,
     ]
     INVALID = [
+        # a helper of this file, and a method of an object made here, that wait for the others
+        """\
+        from accelerate import Accelerator
+        class Evaluator:
+            def __init__(self, accelerator):
+                self.accelerator = accelerator
+            def run(self):
+                self.accelerator.wait_for_everyone()
+        def report(accelerator):
+            accelerator.wait_for_everyone()
+        accelerator = Accelerator()
+        evaluator = Evaluator(accelerator)
+        accelerator.end_training()
+        report(accelerator)  # expect: AL306
+        evaluator.run()  # expect: AL306
+        """,
         """\
         from accelerate import Accelerator
         def main():
@@ -108,7 +124,7 @@ class UseAfterEndTraining(Rule):
             what = model.code(end.func)
             for later in _statements_after(model, statement):
                 for call in model.calls_in(later):
-                    kind = model.op_kind(call)
+                    kind = _collective_of(model, call)
                     if kind is None or kind == "END":
                         continue
                     # a checkpoint call communicates only under FSDP and DeepSpeed (and, for
@@ -121,6 +137,22 @@ class UseAfterEndTraining(Rule):
                                   evidence=((end, f"`{what}()` destroys the process group here" if direct else
                                                   f"`{what}()` ends with `end_training()`, which destroys the process "
                                                   f"group"),))
+
+
+def _collective_of(model: FileModel, call: cst.Call) -> str | None:
+    """The op kind of ``call``, or of the first collective of the function it runs: of this
+    module (a function, or a method of an instance made here), or of another module of the tree
+    that says so."""
+    kind = model.op_kind(call)
+    if kind is not None:
+        return kind
+    target = model.index.resolve_call(call) or model.instance_method(call)
+    if target is not None:
+        performed = model.ops.exported_ops(target)
+    else:
+        name = dotted_name(call.func)
+        performed = model.external.get(name, ()) if name is not None else ()
+    return next((kind for kind, _ in performed if kind not in NOT_OPS), None)
 
 
 def _helper_ends_training(model: FileModel, call: cst.Call) -> bool:
