@@ -213,7 +213,8 @@ class FileModel:
     @cached_property
     def rank_data(self) -> RankData:
         """Which values are computed from rank-local data (batches, model outputs, the clock)."""
-        return RankData(self.index, self.value_at, self.is_uniform_result, self.reads_rank, self._external_attributes)
+        return RankData(self.index, self.value_at, self.is_uniform_result, self.reads_rank, self._external_attributes,
+                        self.ranks.is_rank_dependent)
 
     def _external_attributes(self, name: str) -> frozenset[str]:
         """The rank-local attributes of instances of ``name``, a class of another module."""

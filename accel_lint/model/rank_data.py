@@ -53,7 +53,7 @@ class RankData:
     """For every name read, whether its value may differ between ranks."""
 
     def __init__(self, index: FileIndex, value_at, is_uniform_result, reads_rank=lambda expr: True,
-                 external_attributes=lambda name: frozenset()) -> None:
+                 external_attributes=lambda name: frozenset(), is_rank_test=lambda test: False) -> None:
         self.index = index
         # attributes of a class's instances that some method binds to rank-local data, or binds
         # only on some ranks (`if self.accelerator.is_main_process: self.should_stop = True`):
@@ -61,6 +61,7 @@ class RankData:
         self.varying_attributes: dict[str, set[str]] = {}
         self._uniform_attributes: dict[str, set[str]] = {}
         self._external_attributes = external_attributes
+        self._is_rank_test = is_rank_test  # (a test true on some ranks only: `is_main_process`)
         self._rank_gated = 0
         self._value_at = value_at
         self._reads_rank = reads_rank  # (an expression that differs between ranks by the rank model)
@@ -313,7 +314,7 @@ class RankData:
         if kind is cst.If:
             self._record(stmt.test, env)
             inner = tainted or self._eval(stmt.test, self._reader(env))
-            gated = self._reads_rank(stmt.test)
+            gated = self._is_rank_test(stmt.test)
             self._rank_gated += gated
             then = self._block(stmt.body.body, set(env), inner)
             self._rank_gated -= gated
