@@ -2669,3 +2669,16 @@ def test_a_flag_a_trainer_of_another_module_sets_on_the_main_process_only_is_ran
         "        break\n")
     for args in ((), ("--jobs", "1")):
         assert _tree_findings(tmp_path, *args) == [("train.py", 12, "AL303")]
+
+
+@pytest.mark.parametrize("script,expected", [
+    ("loader_on_main.py", [("loader_on_main.py", 10, "AL301")]),
+    ("ddp_nan_skips_backward.py", [("ddp_nan_skips_backward.py", 12, "AL303")]),
+])
+def test_the_static_linter_names_the_line_the_runtime_guard_catches(script, expected):
+    """The runtime fixtures whose divergence the runtime tests confirm on 2 gloo ranks: the
+    linter reports the same line before any launch."""
+    from conftest import REPO
+
+    _code, found = json_findings("--no-cache", str(REPO / "fixtures" / "runtime" / script))
+    assert [(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in found] == expected

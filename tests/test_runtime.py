@@ -334,6 +334,7 @@ def test_a_finding_writes_the_default_report_in_the_working_directory(tmp_path):
     ("ddp_uneven_batches.py", {0: ("ddp.forward.broadcast_buffers", 14), 1: ("accelerator.wait_for_everyone", 18)}),
     ("ddp_extra_forward.py", {0: ("ddp.forward.rebuild_buckets", 11), 1: ("accelerator.wait_for_everyone", 12)}),
     ("ddp_backward_one_rank.py", {0: ("ddp.backward.allreduce", 11), 1: ("accelerator.wait_for_everyone", 12)}),
+    ("ddp_nan_skips_backward.py", {0: ("accelerator.backward", 12), 1: ("accelerator.wait_for_everyone", 13)}),
     ("ddp_eval_on_main.py", {0: ("ddp.forward.broadcast_buffers", 12), 1: ("accelerator.wait_for_everyone", 13)}),
 ])
 def test_an_implicit_ddp_collective_against_an_explicit_one_is_a_divergence(distributed_run, script, ranks):

@@ -13,7 +13,10 @@ class RankDivergentExit(Rule):
     """Leaving a loop with collectives on a condition computed from rank-local data.
 
     ## What it does
-    Flags `break` and `return` (and `continue` when a collective follows it in the loop, or,
+    Flags a collective (on every backend: `backward`, a gather or reduce, a barrier) that one
+    branch of an `if` runs and the other does not, in code every rank runs, where the test depends on
+    rank-local data (`if not torch.isnan(loss): accelerator.backward(loss)`): the same as a
+    `continue` before it. Also flags `break` and `return` (and `continue` when a collective follows it in the loop, or,
     in an `except` handler, when its `try` body runs one: the rank that raised skipped it)
     inside a loop that runs collectives (a `backward`, a gather or reduce, a
     forward of a prepared model), when the condition that leads to it depends on rank-local
@@ -77,6 +80,24 @@ class RankDivergentExit(Rule):
     summary = "a loop with collectives left on a rank-local loss/metric or exception: the other ranks hang"
 
     VALID = [
+        # both branches run the backward: every rank joins the all-reduce
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        model, optimizer, loader = accelerator.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1),
+                                                       DataLoader(train_set, batch_size=4))
+        for batch in loader:
+            loss = model(batch).mean()
+            if torch.isnan(loss):
+                accelerator.backward(loss.nan_to_num() * 0.0)
+            else:
+                accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
         # the flag is what every rank agrees on: check_trigger() all-reduces the main's decision
         """\
         from accelerate import Accelerator
@@ -152,6 +173,22 @@ class RankDivergentExit(Rule):
         """,
     ]
     INVALID = [
+        # a rank with a NaN loss skips the backward (the gradient all-reduce) the others run
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        model, optimizer, loader = accelerator.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1),
+                                                       DataLoader(train_set, batch_size=4))
+        for batch in loader:
+            loss = model(batch).mean()
+            if not torch.isnan(loss):
+                accelerator.backward(loss)  # expect: AL303
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
         # the trainer sets its flag on the main process only: the main process leaves the loop
         """\
         from accelerate import Accelerator
@@ -270,6 +307,7 @@ class RankDivergentExit(Rule):
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:
+        yield from _skipped_collectives(model)
         looped = {model.enclosing_loop(node) for node in model.index.exits}
         for loop in model.index.loops:
             if loop not in looped:
@@ -303,6 +341,56 @@ class RankDivergentExit(Rule):
                                 f"the loop's next collective until the timeout. Decide together: "
                                 f"`accelerator.set_trigger()` here and `if accelerator.check_trigger(): break` on "
                                 f"every rank", evidence=tuple(evidence))
+
+
+_BACKEND_DEPENDENT = frozenset({"CKPT", "END"})
+
+
+def _skipped_collectives(model: FileModel) -> Iterable[Finding]:
+    """``if not torch.isnan(loss): accelerator.backward(loss)`` in code every rank runs: the
+    branch holds a collective (on every backend) the other branch does not, under a test on
+    rank-local data. A rank that skips it is one collective behind the others, as after a
+    ``continue`` before it. Branches that leave the loop are the exits the rule already reads."""
+    for branch in model.index.branches:
+        if type(branch) is not cst.If or model.ranks.is_rank_dependent(branch.test):
+            continue
+        if _leaves(model, branch):
+            continue  # `continue`/`break`/`return`/`raise` in a branch: an exit, read as one
+        # (checkpoint calls communicate only under some backends: AL302 reads them)
+        then_kinds = _every_backend_collectives(model, branch.body) - _BACKEND_DEPENDENT
+        other_kinds = (_every_backend_collectives(model, branch.orelse) if branch.orelse is not None else set()) \
+            - _BACKEND_DEPENDENT
+        if then_kinds == other_kinds or not (then_kinds or other_kinds):
+            continue
+        if not model.rank_data.varies(branch.test):
+            continue
+        if model.under_rank_condition(branch) or not model.runs_on_every_rank(model.scope_of(branch)):
+            continue  # code only some ranks run: its collectives are AL301's
+        side, kinds = (branch.body, then_kinds - other_kinds) if then_kinds - other_kinds \
+            else (branch.orelse, other_kinds - then_kinds)
+        collective = next((c for c in model.calls_in(side) if _every_backend_collectives(model, c) & kinds), None)
+        if collective is None:
+            continue
+        held = "holds" if side is branch.body else "does not hold"
+        why = f"`{model.code(branch.test)}`, computed from this rank's own data"
+        yield Finding(collective, f"`{shorten(model.code(collective.func))}(...)` runs only where {why}, {held}; a rank "
+                                  f"that skips it is one collective behind the others, which block or pair it with "
+                                  f"the wrong call. Decide together (`accelerator.reduce`/`gather` the test) or run "
+                                  f"it on every rank",
+                      evidence=((branch.test, f"the branch depends on {why}"),
+                                (collective, f"`{shorten(model.code(collective.func))}(...)`: a collective every rank "
+                                             f"must join")))
+
+
+def _leaves(model: FileModel, branch: cst.If) -> bool:
+    """A ``break``/``continue``/``return``/``raise`` (or exit call) anywhere in the ``if``'s
+    branches, outside nested loops and functions."""
+    for node in model.index.walk(branch):
+        if isinstance(node, (cst.Break, cst.Continue)) and model.enclosing_loop(node) is model.enclosing_loop(branch):
+            return True
+        if isinstance(node, (cst.Return, cst.Raise)) and model.scope_of(node) is model.scope_of(branch):
+            return True
+    return False
 
 
 def _skipped_by_the_exception(model: FileModel, node: cst.CSTNode, loop) -> bool:
