@@ -365,6 +365,15 @@ GIT_CORPORA = {
     "music-audio-language-model": ("xiquan-li/TinyMU", "385133d3df4460b749d3d774c93edd4016bd4bac", None),
     "t2i-diffusion-dense-reward-rl": ("Shentao-YANG/Dense_Reward_T2I", "863a3834536ebefdc620fb56fc88b1b7a3d5e7e9", None),
     "depth-completion-kbnet": ("NoWorryy/depth-completion", "9ce7332049c91dea6f4d27168cc38a22fd69a373", None),
+    # batch 32 (2026-11-29, eighteenth session): first contact recorded at d395faf, after batch 31's fixes
+    "colpali-retrieval-distill": ("VijayRavichander/colpali-distill", "8884d7a5cb8df32e49483c12a957f20e93284ca8", None),
+    "detr-accelerate-deepspeed": ("watermeloniiiii/detr", "95ed03ba29fbb0b5a0a6c9f53d449fe5fa0a795a", None),
+    "moe-fsdp2-scattermoe": ("foundation-model-stack/moe-distributed-training", "c10701f8ad4069949b7b74575b8d988b287d237c", None),
+    "radiology-report-dacg": ("Catfields/DACG", "c1d1602477f5af28566df2eb4b43d46b196351e4", None),
+    "speech-emotion-recognition": ("dookooni/Speech-Emotion-Recongition", "915ab38b37f727a49ec5d6583e4c407de6330788", None),
+    "pbr-texture-flow-3d": ("stevenGetsby/G-PAINTER", "eb6d5266a81d79098c59fa636532f8da064dce98", None),
+    "timeseries-qa-itformer": ("Pandalin98/ITFormer-ICML25", "b80142fc8b6ab2be8f148f3bb7a7534bb32f318b", None),
+    "protein-text-clip": ("finnlueth/prostT5-CLIP", "d335cdc2565ea58b8593dc512080428aa6653260", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
