@@ -507,7 +507,8 @@ class RankData:
 
 
     def _note_attribute(self, target: cst.BaseExpression, varies: bool) -> None:
-        """``self.<attr> = ...`` in a method: whether instances may hold rank-local values there.
+        """``self.<attr> = ...`` in a method under a rank predicate: instances hold a value there
+        that some ranks set and the others do not.
         An attribute some method also binds on every rank to what every rank agrees on (a
         collective's result) is left unknown: which binding a later read sees is not modelled."""
         if type(target) is not cst.Attribute or type(target.value) is not cst.Name or target.value.value != "self":
@@ -516,7 +517,11 @@ class RankData:
         if info is None or info.class_name is None:
             return
         attr = target.attr.value
-        if varies or self._rank_gated:
+        # (only a binding some ranks skip: a value computed from rank-local data in one method
+        # and read in another would rest on the walk's over-approximation of unknown calls --
+        # `self.control = self.callback_handler.on_step_end(args, self.state, ...)` -- with no
+        # flow between the methods to bound it)
+        if self._rank_gated:
             if attr not in self._uniform_attributes.get(info.class_name, ()):
                 self.varying_attributes.setdefault(info.class_name, set()).add(attr)
         elif self._agreed_value(target):

@@ -16,7 +16,8 @@ class RankDivergentExit(Rule):
     Flags a collective (on every backend: `backward`, a gather or reduce, a barrier) that one
     branch of an `if` runs and the other does not, in code every rank runs, where the test depends on
     rank-local data (`if not torch.isnan(loss): accelerator.backward(loss)`): the same as a
-    `continue` before it. Also flags `break` and `return` (and `continue` when a collective follows it in the loop, or,
+    `continue` before it (not for tests on the shape of the data, `labels is not None` or
+    `"mask" in batch`, which agree across ranks). Also flags `break` and `return` (and `continue` when a collective follows it in the loop, or,
     in an `except` handler, when its `try` body runs one: the rank that raised skipped it)
     inside a loop that runs collectives (a `backward`, a gather or reduce, a
     forward of a prepared model), when the condition that leads to it depends on rank-local
@@ -26,7 +27,7 @@ class RankDivergentExit(Rule):
     `torch.isnan(loss)`), from the clock, returned by a same-file helper that computes it
     so (`val_loss, metrics = evaluate(model, val_loader)`: each item of a returned tuple on its
     own), an attribute that a method of its object's class (of this file or another module)
-    sets from such data or under a rank predicate (`trainer.should_stop`, set under
+    sets under a rank predicate (`trainer.should_stop`, set under
     `if self.accelerator.is_main_process:`), put into a list (`val_losses.append(val_loss)`; the list's `len()` stays uniform), or assigned under a
     condition that is itself rank-local (a patience counter on un-reduced metrics), or after a
     `continue` that only some ranks take (`except RuntimeError: continue` before `step += 1`:
@@ -80,6 +81,20 @@ class RankDivergentExit(Rule):
     summary = "a loop with collectives left on a rank-local loss/metric or exception: the other ranks hang"
 
     VALID = [
+        # whether the batch has labels is the same on every rank (one collate function)
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        model, loader = accelerator.prepare(net, DataLoader(eval_set, batch_size=4))
+        model.eval()
+        for batch in loader:
+            labels = batch.get("labels")
+            if labels is not None:
+                labels = accelerator.gather_for_metrics(labels)
+        """,
         # both branches run the backward: every rank joins the all-reduce
         """\
         import torch
@@ -362,7 +377,7 @@ def _skipped_collectives(model: FileModel) -> Iterable[Finding]:
             - _BACKEND_DEPENDENT
         if then_kinds == other_kinds or not (then_kinds or other_kinds):
             continue
-        if not model.rank_data.varies(branch.test):
+        if not model.rank_data.varies(branch.test) or _structural(branch.test):
             continue
         if model.under_rank_condition(branch) or not model.runs_on_every_rank(model.scope_of(branch)):
             continue  # code only some ranks run: its collectives are AL301's
@@ -380,6 +395,26 @@ def _skipped_collectives(model: FileModel) -> Iterable[Finding]:
                       evidence=((branch.test, f"the branch depends on {why}"),
                                 (collective, f"`{shorten(model.code(collective.func))}(...)`: a collective every rank "
                                              f"must join")))
+
+
+def _structural(test: cst.BaseExpression) -> bool:
+    """A test on the shape of rank-local data, not its values: ``labels is not None``,
+    ``"mask" in batch``, ``isinstance(out, tuple)``, ``hasattr(out, "logits")``. Every rank's
+    batches come from the same collate function and its model's outputs from the same code, so
+    such tests agree across ranks (unknown, at least: no finding)."""
+    if type(test) is cst.BooleanOperation:
+        return _structural(test.left) and _structural(test.right)
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _structural(test.expression)
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if type(target.operator) in (cst.Is, cst.IsNot):
+            return type(target.comparator) is cst.Name and target.comparator.value == "None"
+        if type(target.operator) in (cst.In, cst.NotIn):
+            return type(test.left) is cst.SimpleString
+    if type(test) is cst.Call and type(test.func) is cst.Name:
+        return test.func.value in ("isinstance", "hasattr", "callable")
+    return False
 
 
 def _leaves(model: FileModel, branch: cst.If) -> bool:
@@ -460,8 +495,8 @@ def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> tuple[cst.C
                 attribute = model.rank_data.attribute_behind(test)
                 if attribute is not None and behind is None:
                     through = "" if model.code(test) == attribute else f" (through `{attribute}`)"
-                    return test, (f"`{model.code(test)}`{through}, which a method of its class sets from this rank's "
-                                  f"own data or on some ranks only,")
+                    return test, (f"`{model.code(test)}`{through}, which a method of its class sets on some ranks "
+                                  f"only,")
                 if behind is not None:
                     name, left = behind
                     return test, (f"`{model.code(test)}`, and `{name}` falls behind on a rank that left an "
