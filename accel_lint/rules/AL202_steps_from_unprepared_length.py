@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from ..model import FileModel, last_attr
+from ..model import YES, FileModel, last_attr
 from .base import Finding, Rule
 
 _HORIZONS = ("num_training_steps", "num_warmup_steps", "T_max", "total_steps")
@@ -45,6 +45,11 @@ class StepsFromUnpreparedLength(Rule):
     of the loader's batches taken before `prepare` (`len(train_dl) * epochs`) with the
     accumulation steps nowhere in its making: the prepared scheduler steps `num_processes` times
     per optimizer step, so only 1/GA of the horizon passes.
+    Also flags (variant B6) a prepared scheduler stepped once per epoch: its `step()` follows a
+    whole training pass in the same function (a loop that runs a backward or an optimizer step,
+    or a call that trains or is handed the prepared loader) and sits in no loop over a prepared
+    loader. The prepared scheduler steps `num_processes` times per call, so step sizes,
+    milestones and plateau patience counted in epochs pass N times too fast.
     Not flagged: the horizon of a scheduler that a file with a training step never steps (it
     keeps its first learning rate); a loop exit on a count N times too large inside `for` loops that end on their
     own (the epoch loop ends first: the exit never fires); a scheduler sized from the
@@ -62,7 +67,8 @@ class StepsFromUnpreparedLength(Rule):
     With B1 and B3, the learning rate reaches its final value after 1/N of training (a linear
     decay to 0 stops the training for the rest); with B2, the learning-rate schedule reaches
     only 1/N of its horizon (it never decays); with B4 and B5, only 1/GA of it (a warmup lasts
-    GA times longer).
+    GA times longer); with B6, a `StepLR(step_size=30)` decays every 30/N epochs (measured on 2
+    CPU ranks: `AcceleratedScheduler.step()` calls the scheduler's `step()` twice per call).
 
     ## Example
     ```python
@@ -87,6 +93,23 @@ class StepsFromUnpreparedLength(Rule):
     summary = "a loop bound computed from len(loader) before prepare() made the loader N times shorter"
 
     VALID = [
+        # the same epoch schedule kept out of prepare(): one step per epoch
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[60, 80], gamma=0.1)
+        model, optimizer, train_dl = accelerator.prepare(net, optimizer, DataLoader(train_set, batch_size=8))
+        for epoch in range(90):
+            for batch in train_dl:
+                accelerator.backward(model(batch).mean())
+                optimizer.step()
+                optimizer.zero_grad()
+            scheduler.step()
+        """,
         """
 import torch
 from torch.utils.data import DataLoader
@@ -215,6 +238,24 @@ for epoch in range(epochs):
         """,
     ]
     INVALID = [
+        # an epoch schedule, prepared and stepped once per epoch: num_processes epochs per epoch
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[60, 80], gamma=0.1)
+        model, optimizer, train_dl, scheduler = accelerator.prepare(
+            net, optimizer, DataLoader(train_set, batch_size=8), scheduler)
+        for epoch in range(90):
+            for batch in train_dl:
+                accelerator.backward(model(batch).mean())
+                optimizer.step()
+                optimizer.zero_grad()
+            scheduler.step()  # expect: AL202
+        """,
         """
 import torch
 from torch.utils.data import DataLoader
@@ -458,6 +499,15 @@ for epoch in range(epochs):
                               evidence=(*model.length_evidence(source),
                                         (setting, "the accelerator accumulates gradients over this many batches"),
                                         (horizon, "the horizon of a scheduler `prepare()` returns")))
+            for step, pass_over, loader in _epoch_stepped(model):
+                yield Finding(step, f"`{model.code(step.func)}()` steps a prepared scheduler once per training pass "
+                                    f"(`{loader}`, line {model.line_of(pass_over)}), but the prepared scheduler steps "
+                                    f"num_processes times per call: an epoch schedule (step sizes, milestones, "
+                                    f"plateau patience in epochs) runs num_processes times too fast; keep this "
+                                    f"scheduler out of `prepare()` or give it a horizon in optimizer steps and step "
+                                    f"it with the optimizer",
+                              evidence=((pass_over, "a whole training pass (backward and optimizer steps) comes first"),
+                                        (step, "a scheduler `prepare()` returned, stepped once per pass")))
             for horizon, source in _inflated_horizons(model):
                 loader = model.code(source.args[0].value)
                 yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` multiplies a step count from "
@@ -465,6 +515,86 @@ for epoch in range(epochs):
                                        f"scheduler already steps num_processes times per optimizer step, so the "
                                        f"schedule only reaches 1/num_processes of it; drop the `* num_processes`",
                               evidence=tuple(model.length_evidence(source)))
+
+
+def _epoch_stepped(model: FileModel):
+    """``scheduler.step()`` of a prepared scheduler after a whole training pass in the same function
+    (a ``for`` whose body runs a backward or an optimizer step, or a call that trains or is handed
+    a prepared loader), and inside no loop over a prepared loader: the scheduler is stepped once
+    per epoch. (step, the pass, what it iterates or calls, as written)"""
+    for call in model.index.calls:
+        if type(call.func) is not cst.Attribute or call.func.attr.value != "step":
+            continue
+        value = model.value_at(call.func.value)
+        if value is None or value.kind != "scheduler" or value.prepared != YES or value.container:
+            continue
+        if any(type(o) is cst.Call and (model.code(o.func)).rsplit(".", 1)[-1] == "DummyScheduler"
+               for o in value.origins()):
+            continue  # DeepSpeed's engine steps its own scheduler; the wrapper's step() does nothing
+        if model.under_rank_condition(call):
+            continue  # a main-only step: AL307
+        around = []
+        for ancestor in model.ancestors(call):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            around.append(ancestor)
+        if any(type(a) is cst.For and model.prepared_kind(_iterated(a)) == "loader" for a in around) \
+                or any(type(a) is cst.While for a in around):
+            continue  # per batch (or a step loop the model does not follow): not an epoch step
+        found = _pass_before(model, call, set(around))
+        if found is not None:
+            yield call, *found
+
+
+def _iterated(loop: cst.For) -> cst.BaseExpression:
+    """The loader behind ``enumerate(...)``, ``tqdm(...)``, ``zip(...)``."""
+    it = loop.iter
+    while type(it) is cst.Call and it.args and (last_attr(it.func) or "") in ("enumerate", "tqdm", "zip"):
+        it = it.args[0].value
+    return it
+
+
+def _pass_before(model: FileModel, step: cst.Call, around: set) -> tuple[cst.CSTNode, str] | None:
+    """A pass over a prepared loader earlier in ``step``'s function, in a block the step also runs
+    in: a ``for`` over it, or a call of a function it is handed to (``train_epoch(model,
+    train_loader, ...)``)."""
+    scope = model.scope_of(step)
+    line = model.line_of(step)
+    for loop in model.index.loops:
+        if type(loop) is not cst.For or model.scope_of(loop) is not scope or model.line_of(loop) >= line:
+            continue
+        if loop in around or not _trains(model, loop):
+            continue
+        loops_around = [a for a in model.ancestors(loop) if isinstance(a, (cst.For, cst.While))
+                        and model.scope_of(a) is scope]
+        if all(a in around for a in loops_around):
+            return loop, model.code(_iterated(loop))
+    for call in model.index.calls:
+        if model.scope_of(call) is not scope or model.line_of(call) >= line or call is step:
+            continue
+        handed = [a.value for a in call.args if a.keyword is None and model.prepared_kind(a.value) == "loader"]
+        if not (handed or model.performs(call, "BACKWARD")) \
+                or (type(call.func) is cst.Attribute and model.is_accelerator(call.func.value)) \
+                or model.code(call.func) in ("len", "iter", "next", "enumerate", "tqdm"):
+            continue
+        loops_around = [a for a in model.ancestors(call) if isinstance(a, (cst.For, cst.While))
+                        and model.scope_of(a) is scope]
+        if all(a in around for a in loops_around):
+            return call, model.code(handed[0] if handed else call.func)
+    return None
+
+
+def _trains(model: FileModel, loop: cst.For) -> bool:
+    """A loop whose passes train: a backward (through same-file helpers too) or an optimizer's
+    ``step()`` in its body."""
+    for call in model.calls_in(loop.body):
+        if model.performs(call, "BACKWARD"):
+            return True
+        if type(call.func) is cst.Attribute and call.func.attr.value == "step":
+            value = model.value_at(call.func.value)
+            if value is not None and value.kind == "optimizer":
+                return True
+    return False
 
 
 def _first_len(model: FileModel, scales: frozenset, wanted) -> cst.Call | None:
