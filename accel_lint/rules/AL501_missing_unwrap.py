@@ -74,6 +74,10 @@ class MissingUnwrap(Rule):
     `accelerator.state.deepspeed_plugin.<...>` on every path before `prepare`, which raises on
     any other backend): DeepSpeed's engine forwards them to the model.
 
+    Also flags a test of a prepared model's parameter names on its own prefix
+    (`for n, p in model.named_parameters(): if n.startswith("backbone."):`): the wrapper's names
+    start with `module.`, so the test never holds and the parameter groups it builds are empty.
+
     ## Why is this bad?
     Under DDP the wrapper has none of the model's own attributes:
     `AttributeError: 'DistributedDataParallel' object has no attribute 'generate'`.
@@ -144,6 +148,15 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        """
+import torch
+from accelerate import Accelerator
+from transformers import AutoModel
+accelerator = Accelerator()
+model = AutoModel.from_pretrained("facebook/wav2vec2-base")
+model = accelerator.prepare(model)
+backbone = [p for n, p in accelerator.unwrap_model(model).named_parameters() if n.startswith("encoder.")]
+""",
         """
 import torch
 from accelerate import Accelerator
@@ -317,6 +330,15 @@ model.save_pretrained("out")
         """
 import torch
 from accelerate import Accelerator
+from transformers import AutoModel
+accelerator = Accelerator()
+model = AutoModel.from_pretrained("facebook/wav2vec2-base")
+model = accelerator.prepare(model)
+backbone = [p for n, p in model.named_parameters() if n.startswith("encoder.")]  # expect: AL501
+""",
+        """
+import torch
+from accelerate import Accelerator
 from transformers import AutoModelForCausalLM
 accelerator = Accelerator()
 # read only where the plugin exists: the program still runs on every backend
@@ -379,6 +401,7 @@ class Runner:
 
     def check(self, model: FileModel) -> Iterable[Finding]:
         yield from _handed_to_library_classes(model)
+        yield from _prefixed_names(model)
         for base_node, base in list(model.objects.values.items()):
             node = model.index.parents.get(base_node)
             if not isinstance(node, cst.Attribute) or node.value is not base_node:
@@ -430,6 +453,58 @@ class Runner:
             yield Finding(node, f"`{name}.{attr}` on a prepared model: the wrapper {effect}; use {fix}",
                           fix=_fix(model, node), tag="state_dict" if attr == "state_dict" else "attribute",
                           evidence=tuple(model.value_evidence(node.value)))
+
+
+_NAMED = frozenset({"named_parameters", "named_modules", "named_buffers"})
+
+
+def _prefixed_names(model: FileModel) -> Iterable[Finding]:
+    """``for n, p in model.named_parameters(): if n.startswith("backbone."):`` on a model ``prepare``
+    wrapped: under DDP (and DeepSpeed's engine) every name starts with ``module.``, so a test on
+    the model's own prefix never holds and the parameter groups it builds come out empty."""
+    for named in model.index.calls:
+        node = model.index.parents.get(named)
+        if type(named.func) is not cst.Attribute or named.func.attr.value not in _NAMED \
+                or getattr(node, "iter", None) is not named:
+            continue
+        if type(node) is cst.For:
+            iterable, target, tests = node.iter, node.target, [node.body]
+        elif type(node) is cst.CompFor:
+            iterable, target, tests = node.iter, node.target, [i.test for i in node.ifs]
+            parent = model.index.parents.get(node)
+            if isinstance(parent, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+                tests.append(parent.elt)
+            elif isinstance(parent, cst.DictComp):
+                tests += [parent.key, parent.value]
+        else:
+            continue
+        if not (type(iterable) is cst.Call and type(iterable.func) is cst.Attribute
+                and iterable.func.attr.value in _NAMED and not iterable.args):
+            continue
+        if type(target) is not cst.Tuple or not target.elements or type(target.elements[0].value) is not cst.Name:
+            continue
+        base = model.value_at(iterable.func.value)
+        if base is None or base.prepared != YES or base.kind != "model" or base.not_wrapped or base.container:
+            continue
+        if model.prepared_backend(base) in ("fsdp1", "fsdp2"):
+            continue  # FSDP names carry its own prefixes (FSDP1) or none (FSDP2): another question
+        name = target.elements[0].value.value
+        for test in tests:
+            for call in model.calls_in(test):
+                if not (type(call.func) is cst.Attribute and call.func.attr.value == "startswith"
+                        and type(call.func.value) is cst.Name and call.func.value.value == name and call.args):
+                    continue
+                prefix = call.args[0].value
+                if type(prefix) is not cst.SimpleString or not isinstance(prefix.evaluated_value, str) \
+                        or prefix.evaluated_value.startswith("module") or not prefix.evaluated_value:
+                    continue
+                owner = model.code(iterable.func.value)
+                acc = model.accelerator_name_in(model.scope_of(call))
+                yield Finding(call, f"`{model.code(call)}` on the names of `{owner}.{iterable.func.attr.value}()`: "
+                                    f"`{owner}` is the model `prepare()` wrapped, whose names all start with "
+                                    f"`module.` under DDP (and DeepSpeed's engine), so this never holds; iterate "
+                                    f"`{acc}.unwrap_model({owner}).{iterable.func.attr.value}()`",
+                              evidence=tuple(model.value_evidence(iterable.func.value)))
 
 
 def _handed_to_library_classes(model: FileModel) -> Iterable[Finding]:
