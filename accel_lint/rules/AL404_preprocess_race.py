@@ -29,7 +29,8 @@ class PreprocessRace(Rule):
     and classes (`get_dataset("cifar10")`). (B, error) A collective inside the
     `main_process_first()` body.
     Not flagged: calls inside either context manager or under a rank guard; work before any
-    accelerator exists; a `.map` on anything the model cannot trace to `datasets` (a
+    accelerator exists (also in a function that makes its own accelerator later, with none
+    handed to it); a `.map` on anything the model cannot trace to `datasets` (a
     webdataset pipeline's `.map` is a lazy per-sample transform with no cache files);
     `huggingface_hub` downloads (`hf_hub_download`, `snapshot_download` take a file lock per
     file, so concurrent ranks wait and reuse the cache: the work is not repeated); a `.map` or
@@ -63,6 +64,17 @@ class PreprocessRace(Rule):
     summary = "dataset map/download on every rank at once (cache races), or a collective inside main_process_first()"
 
     VALID = [
+        # tokenized in main() before main() makes its accelerator: no accelerator exists yet
+        """\
+        from accelerate import Accelerator
+        from datasets import load_dataset
+        def main(tokenizer):
+            data = load_dataset("json", data_files="train.json").map(lambda r: tokenizer(r["text"]))
+            accelerator = Accelerator()
+            loader = accelerator.prepare(make_loader(data))
+            for batch in loader:
+                step(batch)
+        """,
         """\
         from accelerate import Accelerator
         from datasets import load_dataset
@@ -160,6 +172,8 @@ class PreprocessRace(Rule):
             scope = model.scope_of(call)
             if scope is model.module and (first_accelerator is None or order[call] < first_accelerator):
                 continue  # before any accelerator exists
+            if model.before_any_accelerator(call):
+                continue  # in a function that makes its accelerator later, with none before
             if not model.runs_on_every_rank(scope) or not _accelerator_reaches(model, scope) or model.single_process_at(call) or model.rank_undecided_at(call):
                 continue
             acc = model.sole_accelerator_in(scope) or "accelerator"
