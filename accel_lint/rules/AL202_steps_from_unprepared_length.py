@@ -93,6 +93,27 @@ class StepsFromUnpreparedLength(Rule):
     summary = "a loop bound computed from len(loader) before prepare() made the loader N times shorter"
 
     VALID = [
+        # stepped with each training step (a helper runs one), and a step schedule sized in steps
+        # stepped per epoch (another question than the prepared wrapper's)
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from transformers import get_scheduler
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.999)
+        model, optimizer, scheduler = accelerator.prepare(net, optimizer, scheduler)
+        def train_step(batch):
+            accelerator.backward(model(batch).mean())
+            optimizer.step()
+            optimizer.zero_grad()
+        for epoch in range(3):
+            for batch in make_batches():
+                train_step(batch)
+                scheduler.step()
+        """,
         # the same epoch schedule kept out of prepare(): one step per epoch
         """\
         import torch
@@ -538,18 +559,21 @@ def _epoch_stepped(model: FileModel):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
             around.append(ancestor)
-        if any(type(a) is cst.For and model.prepared_kind(_iterated(a)) == "loader" for a in around) \
-                or any(type(a) is cst.While for a in around):
+        if any(type(a) is cst.For and (model.prepared_kind(_iterated(a)) == "loader" or _trains(model, a, True))
+               for a in around) or any(type(a) is cst.While for a in around):
             continue  # per batch (or a step loop the model does not follow): not an epoch step
+        if any(type(o) is cst.Call and any(model.step_scales_of(h) for h in _horizons(model, o))
+               for o in value.origins()):
+            continue  # a horizon in steps (`len(loader) * epochs`) stepped per epoch: another question
         found = _pass_before(model, call, set(around))
         if found is not None:
             yield call, *found
 
 
 def _iterated(loop: cst.For) -> cst.BaseExpression:
-    """The loader behind ``enumerate(...)``, ``tqdm(...)``, ``zip(...)``."""
+    """The loader behind ``enumerate(...)``, ``tqdm(...)``, ``zip(...)``, ``iter(...)``."""
     it = loop.iter
-    while type(it) is cst.Call and it.args and (last_attr(it.func) or "") in ("enumerate", "tqdm", "zip"):
+    while type(it) is cst.Call and it.args and (last_attr(it.func) or "") in ("enumerate", "tqdm", "zip", "iter"):
         it = it.args[0].value
     return it
 
@@ -573,7 +597,7 @@ def _pass_before(model: FileModel, step: cst.Call, around: set) -> tuple[cst.CST
         if model.scope_of(call) is not scope or model.line_of(call) >= line or call is step:
             continue
         handed = [a.value for a in call.args if a.keyword is None and model.prepared_kind(a.value) == "loader"]
-        if not (handed or model.performs(call, "BACKWARD")) \
+        if not (handed or _trains_a_pass(model, call)) \
                 or (type(call.func) is cst.Attribute and model.is_accelerator(call.func.value)) \
                 or model.code(call.func) in ("len", "iter", "next", "enumerate", "tqdm"):
             continue
@@ -584,10 +608,21 @@ def _pass_before(model: FileModel, step: cst.Call, around: set) -> tuple[cst.CST
     return None
 
 
-def _trains(model: FileModel, loop: cst.For) -> bool:
+def _trains_a_pass(model: FileModel, call: cst.Call) -> bool:
+    """``call`` runs a same-file function (or method of an instance made here) with a loop that
+    trains: a whole pass (``train_epoch(...)``), not one step (``train_step(batch)``)."""
+    target = model.index.resolve_call(call) or model.instance_method(call)
+    return target is not None and any(
+        type(loop) is cst.For and model.scope_of(loop) is target and _trains(model, loop) for loop in model.index.loops)
+
+
+def _trains(model: FileModel, loop: cst.For, directly: bool = False) -> bool:
     """A loop whose passes train: a backward (through same-file helpers too) or an optimizer's
-    ``step()`` in its body."""
+    ``step()`` in its body (``directly``: each pass one step -- not in a loop nested in it, and not
+    through a helper that runs a whole pass)."""
     for call in model.calls_in(loop.body):
+        if directly and (model.enclosing_loop(call) is not loop or _trains_a_pass(model, call)):
+            continue
         if model.performs(call, "BACKWARD"):
             return True
         if type(call.func) is cst.Attribute and call.func.attr.value == "step":
