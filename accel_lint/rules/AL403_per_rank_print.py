@@ -18,7 +18,7 @@ class PerRankPrint(Rule):
     In code that runs on every rank of an Accelerate program (outside rank guards and
     guarded helpers, after an accelerator exists), flags the builtin `print(...)` and
     `tqdm(...)`/`trange(...)` without a `disable=` argument.
-    Not flagged: `accelerator.print`; prints whose arguments mention the rank, this rank's
+    Not flagged: a bar given `**options` (the spread may carry `disable=`: unknown); `accelerator.print`; prints whose arguments mention the rank, this rank's
     device (the accelerator's, or a prepared model's) or this process's own id (`os.getpid()`):
     deliberate per-rank debugging; `print(..., file=...)`; prints before the accelerator is
     created; anything under `if accelerator.is_main_process:`; `print` in a file that rebinds
@@ -64,6 +64,14 @@ class PerRankPrint(Rule):
     summary = "print()/tqdm() that every rank runs: the output repeats once per process"
 
     VALID = [
+        """\
+        from accelerate import Accelerator
+        from tqdm import tqdm
+        accelerator = Accelerator()
+        bar_options = {"desc": "train", "disable": not accelerator.is_local_main_process}
+        for batch in tqdm(range(10), **bar_options):
+            pass
+        """,
         """\
         import os
         from accelerate import Accelerator
@@ -249,6 +257,8 @@ class PerRankPrint(Rule):
             else:
                 if any(a.keyword is not None and a.keyword.value == "disable" for a in call.args):
                     continue
+                if any(a.star == "**" for a in call.args):
+                    continue  # `tqdm(it, **bar_options)`: the spread may carry `disable=` (unknown)
                 fix = None
                 if acc and not any(a.star for a in call.args):
                     disable = cst.Arg(cst.parse_expression(f"not {acc}.is_local_main_process"), keyword=cst.Name("disable"),
