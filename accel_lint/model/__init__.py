@@ -202,6 +202,41 @@ class FileModel:
     def loader_lengths(self) -> LoaderLengths:
         return LoaderLengths(self.index, self.objects, self._previous.get("lengths"))
 
+    def iterated_source(self, iterable: cst.BaseExpression) -> cst.BaseExpression:
+        """What a ``for`` over ``iterable`` draws its items from: the first argument of
+        ``enumerate(...)``, ``iter(...)``, ``zip(...)`` and the library table's identity calls
+        (progress bars: ``tqdm(loader)``), and through a name its scope binds once before, on
+        every path to the read (``bar = tqdm(enumerate(loader)); for i, b in bar:``)."""
+        for _ in range(6):
+            if type(iterable) is cst.Name:
+                # the last assignment before the read, not inside a branch or loop the read is not in
+                scope = self.scope_of(iterable)
+                around = set(self.ancestors(iterable))
+                assigned = [n for n in self.index.walk(scope) if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For)
+                            and self.line_of(n) < self.line_of(iterable)
+                            and any(iterable.value in bound_names(t) for t in (
+                                [t.target for t in n.targets] if type(n) is cst.Assign else [n.target]))]
+                if not assigned:
+                    return iterable
+                last = max(assigned, key=self.line_of)
+                if type(last) is not cst.Assign or len(last.targets) != 1 or type(last.targets[0].target) is not cst.Name \
+                        or not self._wraps_iteration(last.value):
+                    return iterable  # (only a name bound to a wrapper call is looked through)
+                if any(type(a) in (cst.If, cst.For, cst.While, cst.Try) and a not in around for a in self.ancestors(last)):
+                    return iterable
+                iterable = last.value
+                continue
+            if self._wraps_iteration(iterable):
+                iterable = iterable.args[0].value
+                continue
+            return iterable
+        return iterable
+
+    def _wraps_iteration(self, expr: cst.BaseExpression) -> bool:
+        return type(expr) is cst.Call and bool(expr.args) and not expr.args[0].star and (
+            dotted_name(expr.func) in ("enumerate", "iter", "zip")
+            or (self.index.imports.qualify_expr(expr.func) or "") in self.library.identity_calls)
+
     def step_scales_of(self, expr: cst.CSTNode) -> frozenset:
         """What the number ``expr`` may be, as (scale, ``len()`` call) pairs: scale 1 is a count
         taken from a loader before ``prepare`` sharded it (``num_processes`` times the per-rank

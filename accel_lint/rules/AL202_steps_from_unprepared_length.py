@@ -559,7 +559,7 @@ def _epoch_stepped(model: FileModel):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
             around.append(ancestor)
-        if any(type(a) is cst.For and (model.prepared_kind(_iterated(a)) == "loader" or _trains(model, a, True))
+        if any(type(a) is cst.For and (model.prepared_kind(model.iterated_source(a.iter)) == "loader" or _trains(model, a, True))
                for a in around) or any(type(a) is cst.While for a in around):
             continue  # per batch (or a step loop the model does not follow): not an epoch step
         if any(type(o) is cst.Call and any(model.step_scales_of(h) for h in _horizons(model, o))
@@ -568,14 +568,6 @@ def _epoch_stepped(model: FileModel):
         found = _pass_before(model, call, set(around))
         if found is not None:
             yield call, *found
-
-
-def _iterated(loop: cst.For) -> cst.BaseExpression:
-    """The loader behind ``enumerate(...)``, ``tqdm(...)``, ``zip(...)``, ``iter(...)``."""
-    it = loop.iter
-    while type(it) is cst.Call and it.args and (last_attr(it.func) or "") in ("enumerate", "tqdm", "zip", "iter"):
-        it = it.args[0].value
-    return it
 
 
 def _pass_before(model: FileModel, step: cst.Call, around: set) -> tuple[cst.CSTNode, str] | None:
@@ -592,7 +584,7 @@ def _pass_before(model: FileModel, step: cst.Call, around: set) -> tuple[cst.CST
         loops_around = [a for a in model.ancestors(loop) if isinstance(a, (cst.For, cst.While))
                         and model.scope_of(a) is scope]
         if all(a in around for a in loops_around):
-            return loop, model.code(_iterated(loop))
+            return loop, model.code(model.iterated_source(loop.iter))
     for call in model.index.calls:
         if model.scope_of(call) is not scope or model.line_of(call) >= line or call is step:
             continue
@@ -760,7 +752,7 @@ def _ends_scheduler_loop(model: FileModel, scheduler: cst.Call, name: str) -> cs
                     for c in model.calls_in(loop))
         if not steps:
             continue
-        tests = [_range_behind(model, loop.iter)] if type(loop) is cst.For else [loop.test]
+        tests = [model.iterated_source(loop.iter)] if type(loop) is cst.For else [loop.test]
         tests += [n.test for n in model.index.walk(loop) if type(n) is cst.If and any(
             type(e) in (cst.Break, cst.Return) for e in model.index.walk(n.body))]
         for test in tests:
@@ -769,35 +761,6 @@ def _ends_scheduler_loop(model: FileModel, scheduler: cst.Call, name: str) -> cs
                        if type(n) in (cst.Name, cst.Attribute)):
                     return test
     return None
-
-
-def _range_behind(model: FileModel, iterable: cst.BaseExpression) -> cst.BaseExpression:
-    """What a ``for`` loop counts through: ``range(n)`` for ``tqdm(range(n))``,
-    ``enumerate(range(n))``, or a name its scope binds once to one of those (``pbar =
-    tqdm(range(n))``; ``for step in pbar:``)."""
-    for _ in range(4):
-        if type(iterable) is cst.Name:
-            # the last assignment before the loop, on every path to it (not inside a branch or
-            # loop the loop is not in)
-            scope = model.scope_of(iterable)
-            around = set(model.ancestors(iterable))
-            assigned = [n for n in model.index.walk(scope) if type(n) is cst.Assign and len(n.targets) == 1
-                        and type(n.targets[0].target) is cst.Name and n.targets[0].target.value == iterable.value
-                        and model.line_of(n) < model.line_of(iterable)]
-            if not assigned:
-                return iterable
-            last = max(assigned, key=model.line_of)
-            if any(type(a) in (cst.If, cst.For, cst.While, cst.Try) and a not in around for a in model.ancestors(last)):
-                return iterable
-            iterable = last.value
-            continue
-        if type(iterable) is cst.Call and iterable.args and (
-                model.code(iterable.func) == "enumerate"
-                or (model.index.imports.qualify_expr(iterable.func) or "") in model.library.identity_calls):
-            iterable = iterable.args[0].value
-            continue
-        return iterable
-    return iterable
 
 
 def _factors(expr: cst.BaseExpression) -> list[cst.BaseExpression]:

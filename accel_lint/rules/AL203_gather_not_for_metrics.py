@@ -282,7 +282,7 @@ class GatherNotForMetrics(Rule):
                 f"even out the last batch, so the metric counts some samples twice; use "
                 f"`{receiver}.gather_for_metrics()`",
                 fix=fix,
-                evidence=tuple(model.value_evidence(_loop_iterable(loop))),
+                evidence=tuple(model.value_evidence(_loop_iterable(model, loop))),
             )
 
 
@@ -323,14 +323,14 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
         if type(loop) is not cst.For or model.scope_of(loop) is not scope or model.line_of(loop) >= gather_line \
                 or loop in around:
             continue
-        if model.prepared_kind(_loop_iterable(loop)) != "loader" or not _is_eval_context(model, loop):
+        if model.prepared_kind(_loop_iterable(model, loop)) != "loader" or not _is_eval_context(model, loop):
             continue
         summed = for_metrics and _sums_in(model, gathered.value, loop)
         if not summed and not _fills_per_sample(model, gathered.value, loop):
             continue
         if _truncates_by_hand(model, loop, call) or _drops_last(model, loop) or _even_batches_off(model):
             return
-        loader = model.code(_loop_iterable(loop))
+        loader = model.code(_loop_iterable(model, loop))
         if summed:
             yield Finding(
                 call,
@@ -339,7 +339,7 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
                 f"to even out the last batch, so the metric counts some samples twice; gather each batch's values with "
                 f"`{receiver}.gather_for_metrics()` in the loop",
                 evidence=((loop, f"`{gathered.value}` is summed here over the batches of `{loader}`"),
-                          *model.value_evidence(_loop_iterable(loop))))
+                          *model.value_evidence(_loop_iterable(model, loop))))
             return
         advice = (f"gather each batch with `{receiver}.gather_for_metrics()` in the loop" if receiver
                   else "gather each batch with `accelerator.gather_for_metrics()` in the loop")
@@ -349,7 +349,7 @@ def _gathered_after_the_loop(model: FileModel, call: cst.Call) -> Iterable[Findi
             f"`{loader}` (line {model.line_of(loop)}), keeps the samples the loader duplicated to even out the last "
             f"batch, so the metric counts some samples twice; {advice}, or cut the result to the dataset's length",
             evidence=((loop, f"`{gathered.value}` is filled here, one entry per sample of `{loader}`"),
-                      *model.value_evidence(_loop_iterable(loop))))
+                      *model.value_evidence(_loop_iterable(model, loop))))
         return
 
 
@@ -390,7 +390,7 @@ def _gathered_objects_in_the_loop(model: FileModel, call: cst.Call) -> Iterable[
         f"out the last batch, so the metric counts some samples twice; use "
         f"`{receiver}.gather_for_metrics(..., use_gather_object=True)`",
         evidence=((call.args[0].value, "one entry per sample of the batch"),
-                  *model.value_evidence(_loop_iterable(loop))),
+                  *model.value_evidence(_loop_iterable(model, loop))),
     )
 
 
@@ -411,12 +411,10 @@ def _calls_accelerate(model: FileModel, call: cst.Call, operation: str) -> bool:
     return qualified in (f"accelerate.utils.{operation}", f"accelerate.utils.operations.{operation}")
 
 
-def _loop_iterable(loop: cst.For) -> cst.BaseExpression:
-    """The loader behind ``enumerate(...)``, ``tqdm(...)``, ``iter(...)``, ``zip(...)``."""
-    it = loop.iter
-    while isinstance(it, cst.Call) and it.args and (last_attr(it.func) or "") in ("enumerate", "tqdm", "iter", "zip"):
-        it = it.args[0].value
-    return it
+def _loop_iterable(model: FileModel, loop: cst.For) -> cst.BaseExpression:
+    """The loader a loop draws from (behind ``enumerate``/``tqdm``/``iter``/``zip`` and a bar bound
+    to a name)."""
+    return model.iterated_source(loop.iter)
 
 
 def _enclosing_eval_loop(model: FileModel, call: cst.Call) -> cst.For | None:
@@ -424,7 +422,7 @@ def _enclosing_eval_loop(model: FileModel, call: cst.Call) -> cst.For | None:
         if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
             return None
         if isinstance(parent, cst.For):
-            loader = _loop_iterable(parent)
+            loader = _loop_iterable(model, parent)
             if model.prepared_kind(loader) != "loader":
                 continue
             if _is_eval_context(model, parent):
@@ -468,7 +466,7 @@ def _truncates_by_hand(model: FileModel, loop: cst.For, gather: cst.Call) -> boo
 
 
 def _drops_last(model: FileModel, loop: cst.For) -> bool:
-    value = model.value_at(_loop_iterable(loop))
+    value = model.value_at(_loop_iterable(model, loop))
     origin = value.origin if value is not None else None
     if isinstance(origin, cst.Call):
         return any(a.keyword is not None and a.keyword.value == "drop_last" and model.code(a.value) == "True"

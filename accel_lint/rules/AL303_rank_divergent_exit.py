@@ -16,8 +16,9 @@ class RankDivergentExit(Rule):
     Flags a collective (on every backend: `backward`, a gather or reduce, a barrier) that one
     branch of an `if` runs and the other does not, in code every rank runs, where the test depends on
     rank-local data (`if not torch.isnan(loss): accelerator.backward(loss)`): the same as a
-    `continue` before it (not for tests on the shape of the data, `labels is not None` or
-    `"mask" in batch`, which agree across ranks). Also flags `break` and `return` (and `continue` when a collective follows it in the loop, or,
+    `continue` before it. Only tests that read values count (an ordering comparison, a NaN/Inf
+    check): tests on the shape of the data (`labels is not None`, `"mask" in batch`, a list's
+    truthiness) agree across ranks. Also flags `break` and `return` (and `continue` when a collective follows it in the loop, or,
     in an `except` handler, when its `try` body runs one: the rank that raised skipped it)
     inside a loop that runs collectives (a `backward`, a gather or reduce, a
     forward of a prepared model), when the condition that leads to it depends on rank-local
@@ -377,7 +378,7 @@ def _skipped_collectives(model: FileModel) -> Iterable[Finding]:
             - _BACKEND_DEPENDENT
         if then_kinds == other_kinds or not (then_kinds or other_kinds):
             continue
-        if not model.rank_data.varies(branch.test) or _structural(branch.test):
+        if not model.rank_data.varies(branch.test) or _structural(branch.test) or not _reads_values(model, branch.test):
             continue
         if model.under_rank_condition(branch) or not model.runs_on_every_rank(model.scope_of(branch)):
             continue  # code only some ranks run: its collectives are AL301's
@@ -414,6 +415,27 @@ def _structural(test: cst.BaseExpression) -> bool:
             return type(test.left) is cst.SimpleString
     if type(test) is cst.Call and type(test.func) is cst.Name:
         return test.func.value in ("isinstance", "hasattr", "callable")
+    return False
+
+
+_VALUE_CHECKS = frozenset({"torch.isnan", "torch.isinf", "torch.isfinite", "math.isnan", "math.isinf",
+                           "math.isfinite", "numpy.isnan", "numpy.isinf", "numpy.isfinite"})
+
+
+def _reads_values(model: FileModel, test: cst.BaseExpression) -> bool:
+    """The test reads the values of rank-local data, not only whether it is there: an ordering
+    comparison (`loss.item() > 10`) or a NaN/Inf check (`torch.isnan(loss)`, `loss.isnan()`). A
+    list's truthiness or a key test (`if errors:`, `"xyz" in outputs`) follows the shape of what
+    every rank computes alike."""
+    for node in model.index.walk(test):
+        if type(node) is cst.ComparisonTarget and type(node.operator) in (
+                cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual):
+            return True
+        if type(node) is cst.Call:
+            if (model.index.imports.qualify_expr(node.func) or "") in _VALUE_CHECKS:
+                return True
+            if type(node.func) is cst.Attribute and node.func.attr.value in ("isnan", "isinf", "isfinite"):
+                return True
     return False
 
 
