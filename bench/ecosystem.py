@@ -374,6 +374,14 @@ GIT_CORPORA = {
     "pbr-texture-flow-3d": ("stevenGetsby/G-PAINTER", "eb6d5266a81d79098c59fa636532f8da064dce98", None),
     "timeseries-qa-itformer": ("Pandalin98/ITFormer-ICML25", "b80142fc8b6ab2be8f148f3bb7a7534bb32f318b", None),
     "protein-text-clip": ("finnlueth/prostT5-CLIP", "d335cdc2565ea58b8593dc512080428aa6653260", None),
+    # batch 33 (2026-11-29, eighteenth session): first contact recorded at c7c1a49, after batch 32's fixes
+    "vespa-mamba-diffusion": ("feizc/Vespa", "657f8e0ad99bad68c22ab0b950afc8620ad8627f", None),
+    "lead-accom-separation": ("cyruss081115/LeadAccomSeparation", "db842fe1add2ade1385bd4f6069922f4ffcf6f20", None),
+    "tsukasa-speech-tts": ("seichi042I/Tsukasa-Speech", "d4ac5c2fc01cb0068249fe3b9d700ff24f81b69a", None),
+    "miniopenllm-pretrain": ("zclzcl0223/MiniOpenLLM", "737654c765fe66632e941b5abbac7041dd53bdec", None),
+    "trading-ts-forecast": ("gemlorg/Thesis-Trading-LLM", "072f5b58770f03392ee0157a22167d940c3c6c19", None),
+    "densetrack3d-v2": ("Binyr/densetrack3dv2", "f2689b522af77cb34dc697033c560e1b65515e5c", None),
+    "aigc-distortion-detection": ("mightycatty/AIGC_imagery_distortion_detection", "4094b8705c1ca6bb32c24e984e189760920441f4", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
