@@ -93,6 +93,22 @@ class StepsFromUnpreparedLength(Rule):
     summary = "a loop bound computed from len(loader) before prepare() made the loader N times shorter"
 
     VALID = [
+        # an accumulation loop, then one optimizer step and one scheduler step: per step
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1000, gamma=0.5)
+        model, optimizer, scheduler = accelerator.prepare(net, optimizer, scheduler)
+        def train_step(batches):
+            for batch in batches:
+                accelerator.backward(model(batch).mean())
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+        """,
         # stepped with each training step (a helper runs one), and a step schedule sized in steps
         # stepped per epoch (another question than the prepared wrapper's)
         """\
@@ -565,9 +581,31 @@ def _epoch_stepped(model: FileModel):
         if any(type(o) is cst.Call and any(model.step_scales_of(h) for h in _horizons(model, o))
                for o in value.origins()):
             continue  # a horizon in steps (`len(loader) * epochs`) stepped per epoch: another question
+        if _steps_optimizer_beside(model, call, set(around)):
+            continue  # an optimizer step at the scheduler's own level: one step per optimizer step
         found = _pass_before(model, call, set(around))
         if found is not None:
             yield call, *found
+
+
+def _optimizer_step(model: FileModel, call: cst.Call) -> bool:
+    if type(call.func) is not cst.Attribute or call.func.attr.value != "step":
+        return False
+    value = model.value_at(call.func.value)
+    return value is not None and value.kind == "optimizer"
+
+
+def _steps_optimizer_beside(model: FileModel, step: cst.Call, around: set) -> bool:
+    """An optimizer ``step()`` in ``step``'s function outside any loop the scheduler's step is not
+    in (``for _ in range(accum): backward(...)``, then ``optim.step(); scheduler.step()``)."""
+    scope = model.scope_of(step)
+    for call in model.index.calls:
+        if model.scope_of(call) is not scope or not _optimizer_step(model, call):
+            continue
+        loops = [a for a in model.ancestors(call) if isinstance(a, (cst.For, cst.While)) and model.scope_of(a) is scope]
+        if all(a in around for a in loops):
+            return True
+    return False
 
 
 def _pass_before(model: FileModel, step: cst.Call, around: set) -> tuple[cst.CSTNode, str] | None:
@@ -579,8 +617,8 @@ def _pass_before(model: FileModel, step: cst.Call, around: set) -> tuple[cst.CST
     for loop in model.index.loops:
         if type(loop) is not cst.For or model.scope_of(loop) is not scope or model.line_of(loop) >= line:
             continue
-        if loop in around or not _trains(model, loop):
-            continue
+        if loop in around or not any(_optimizer_step(model, c) for c in model.calls_in(loop.body)):
+            continue  # (a pass steps the optimizer each batch: not an accumulation loop)
         loops_around = [a for a in model.ancestors(loop) if isinstance(a, (cst.For, cst.While))
                         and model.scope_of(a) is scope]
         if all(a in around for a in loops_around):
