@@ -346,7 +346,8 @@ class FileIndex:
         :meth:`known_test`: what they read and call is never evaluated."""
         if not self.cli_defaults_not_none and not self.defaults_never_overridden \
                 and not self.names_bound_once_to_literals and not self.constant_flags \
-                and "__name__" not in self.identifiers:
+                and "__name__" not in self.identifiers and "False" not in self.identifiers \
+                and "True" not in self.identifiers:
             return frozenset()
         dead = set()
         for node in (*self.conditional_expressions, *self.branches):
@@ -407,9 +408,18 @@ class FileIndex:
         declares that option with a number or string default and never assigns it ``None``
         (``cli_defaults_not_none``); a flag parameter no call of its nested function passes is
         its default (``defaults_never_overridden``); a name bound once, to a string or number
-        literal, is never ``None`` (``names_bound_once_to_literals``). ``None`` otherwise. Every walk that splits paths at a
+        literal, is never ``None`` (``names_bound_once_to_literals``); ``True`` and ``False``
+        themselves, and ``False and ...`` / ``True or ...`` by their left side. ``None`` otherwise. Every walk that splits paths at a
         branch asks this, so a dead arm is dead for every rule. ``__name__ == "__main__"`` at
         the top of the module is ``True``: the file is linted as the program that is run."""
+        if type(test) is cst.Name and test.value in ("True", "False"):
+            return test.value == "True"  # `if False:` (code switched off by hand)
+        if type(test) is cst.BooleanOperation:
+            # `if False and (...)`: the left operand decides
+            left = self.known_test(test.left)
+            if left is (type(test.operator) is cst.Or):
+                return left
+            return None
         if type(test) is cst.Comparison and self._is_main_test(test):
             return type(test.comparisons[0].operator) is cst.Equal
         if type(test) is cst.Name or (type(test) is cst.UnaryOperation and type(test.operator) is cst.Not

@@ -89,6 +89,16 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        # switched off by hand: `False and ...` never runs its block
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(make_model())
+        for step in range(100):
+            if False and step % 10 == 0:
+                torch.save(accelerator.get_state_dict(model), "snapshot.pt")
+        """,
         # the shared name only where no accelerator is given; with one, each rank its own file
         """\
         import json, os
