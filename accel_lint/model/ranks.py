@@ -184,6 +184,15 @@ class RankEvaluator:
             return UNIFORM
         if kind is cst.BooleanOperation:
             return self._eval_bool(expr, cls, depth)
+        if kind is cst.IfExp:
+            # `True if accelerator.is_main_process else False`: the arm the test picks here
+            test = self._eval(expr.test, cls, depth)
+            if test not in (UNIFORM, FORK, OTHER):
+                return self._eval(expr.body if test else expr.orelse, cls, depth)
+            body, orelse = self._eval(expr.body, cls, depth), self._eval(expr.orelse, cls, depth)
+            if repr(body) == repr(orelse):
+                return body
+            return FORK if test in (FORK, OTHER) or FORK in (body, orelse) or OTHER in (body, orelse) else UNIFORM
         if kind is cst.Comparison:
             return self._eval_compare(expr, cls, depth)
         if kind is cst.BinaryOperation:

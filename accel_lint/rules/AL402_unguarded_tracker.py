@@ -61,6 +61,21 @@ class UnguardedTracker(Rule):
     summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
 
     VALID = [
+        # the flag the caller passes is a rank predicate, spelled as a conditional expression
+        """\
+        import wandb
+        from accelerate import Accelerator
+        def train(model, loader, log_flag):
+            for batch in loader:
+                loss = model(batch)
+                if log_flag:
+                    wandb.log({"loss": loss.item()})
+        accelerator = Accelerator()
+        if accelerator.is_main_process:
+            wandb.init(project="demo")
+        model, loader = accelerator.prepare(make_model(), make_loader())
+        train(model, loader, log_flag=True if accelerator.is_main_process else False)
+        """,
         # logs only where a run exists: the trainer's callback started one on the main process
         """\
         import wandb
