@@ -738,6 +738,13 @@ class _Walker:
             how = "if" if value else "else"
             branch_guard = Guard(stmt, stmt.test, how)
             branch_items, exit_ = self.block(chosen, branch_guard)
+            if exit_ == "raise":
+                # this rank fails there, and the launcher stops every rank: the program is the
+                # other branch (as for a fork whose branch raises, below)
+                other_items, other_exit = self.block(skipped, guard)
+                if other_exit != "raise":
+                    items.extend(other_items)
+                    return guard, other_exit, False
             items.extend(branch_items)
             if exit_ is not None:
                 return guard, exit_, False

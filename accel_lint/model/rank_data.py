@@ -62,6 +62,7 @@ class RankData:
         self._uniform_attributes: dict[str, set[str]] = {}
         self._external_attributes = external_attributes
         self._is_rank_test = is_rank_test  # (a test true on some ranks only: `is_main_process`)
+        self._local_names: dict[ScopeNode, frozenset[str]] = {}
         self._rank_gated = 0
         self._value_at = value_at
         self._reads_rank = reads_rank  # (an expression that differs between ranks by the rank model)
@@ -282,7 +283,33 @@ class RankData:
     def _lookup(self, key: str, env: set[str]) -> bool:
         if key in env:
             return True
+        if key.partition(".")[0] in self._locals(self._scope):
+            return False  # a name the function binds is its own everywhere in it (Python's scoping)
         return any(key in self._final.get(scope, set()) for scope in self.index.enclosing_scopes(self._scope))
+
+    def _locals(self, scope: ScopeNode) -> frozenset[str]:
+        """The names a function binds itself (parameters, assignments, loop targets, imports),
+        not those it declares ``global``/``nonlocal``; empty for the module."""
+        found = self._local_names.get(scope)
+        if found is None:
+            names: set[str] = set()
+            declared: set[str] = set()
+            if type(scope) is cst.FunctionDef:
+                info = self.index.functions.get(scope)
+                names.update(p.name.value for p in info.params) if info is not None else None
+                for node in self.index.walk(scope.body):
+                    if type(node) in (cst.Global, cst.Nonlocal):
+                        declared.update(n.name.value for n in node.names)
+                    elif type(node) is cst.Assign:  # (the walk stays out of nested scopes)
+                        for target in node.targets:
+                            names.update(bound_names(target.target))
+                    elif type(node) in (cst.AugAssign, cst.AnnAssign, cst.For):
+                        names.update(bound_names(node.target))
+                    elif type(node) is cst.WithItem and node.asname is not None:
+                        names.update(bound_names(node.asname.name))
+            found = frozenset(n for n in names if "." not in n) - declared
+            self._local_names[scope] = found
+        return found
 
     def _record(self, node: cst.CSTNode, env: set[str]) -> None:
         if not self._recording:

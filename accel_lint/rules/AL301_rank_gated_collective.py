@@ -61,6 +61,16 @@ class RankGatedCollective(Rule):
     scope = "distributed"
 
     VALID = [
+        # rank 0 fails the job when the data is missing: the launcher stops the ranks at the barrier
+        """\
+        import os
+        import torch.distributed as dist
+        def check_inputs(folder):
+            if not os.path.isdir(folder):
+                if dist.get_rank() == 0:
+                    raise FileNotFoundError(folder)
+                dist.barrier()
+        """,
         # an unshuffled loader synchronizes no generator: the main process may iterate it alone
         """\
         from accelerate import Accelerator

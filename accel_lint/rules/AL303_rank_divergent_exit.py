@@ -82,6 +82,28 @@ class RankDivergentExit(Rule):
     summary = "a loop with collectives left on a rank-local loss/metric or exception: the other ranks hang"
 
     VALID = [
+        # the nested evaluation's own loop counter is not the training loop's clock-derived one
+        """\
+        import time
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        net = torch.nn.Linear(8, 1)
+        model, val_dl, train_dl = accelerator.prepare(net, DataLoader(val_set, batch_size=4),
+                                                      DataLoader(train_set, batch_size=4))
+        def main():
+            i = time.time()
+            def evaluate():
+                total = 0.0
+                with torch.no_grad():
+                    for i, batch in enumerate(val_dl):
+                        total += accelerator.reduce(model(batch).mean())
+                        if i == 10:
+                            break
+                return total
+            evaluate()
+        """,
         # whether the batch has labels is the same on every rank (one collate function)
         """\
         import torch
