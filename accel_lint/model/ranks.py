@@ -189,10 +189,12 @@ class RankEvaluator:
             test = self._eval(expr.test, cls, depth)
             if test not in (UNIFORM, FORK, OTHER):
                 return self._eval(expr.body if test else expr.orelse, cls, depth)
+            if test is UNIFORM:
+                # (`is_local_main if local else is_main`: which arm holds is the program's flag;
+                # the walks cannot pair it with a later test on the same flag: unknown)
+                return UNIFORM
             body, orelse = self._eval(expr.body, cls, depth), self._eval(expr.orelse, cls, depth)
-            if repr(body) == repr(orelse):
-                return body
-            return FORK if test in (FORK, OTHER) or FORK in (body, orelse) or OTHER in (body, orelse) else UNIFORM
+            return body if repr(body) == repr(orelse) else FORK
         if kind is cst.Comparison:
             return self._eval_compare(expr, cls, depth)
         if kind is cst.BinaryOperation:
