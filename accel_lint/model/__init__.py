@@ -677,8 +677,14 @@ class FileModel:
             out.setdefault(name, []).append((REPLACES_PRINT, detail))
         for name in self.sharding_sampler_functions():
             out.setdefault(name, []).append((RETURNS_SHARDING_SAMPLER, ""))
-        if self.is_accelerate_file:
-            for name, attrs in self.rank_data.exported_attributes().items():
+        if self.is_accelerate_file and self.index.classes:
+            try:
+                varying = self.rank_data.exported_attributes()
+            except RecursionError:
+                # (the rank walk recurses into expressions: a generated file with a very deep one
+                # tells other modules nothing of its classes, rather than losing its own findings)
+                varying = {}
+            for name, attrs in varying.items():
                 out.setdefault(name, []).append((RANK_VARYING_ATTRIBUTES, " ".join(sorted(attrs))))
         if self.index.identifiers & COLLECTIVE_WORDS:
             for name, fn in self.index.module_functions.items():
@@ -1552,11 +1558,19 @@ class FileModel:
         then ``accelerator = Accelerator()``), and nothing before ``node`` holds one (no
         parameter, attribute or global read as an accelerator). Nothing is prepared yet there."""
         scope = self.scope_of(node)
-        line = self.line_of(node)
         made_here = [call for call in self.index.calls if self.scope_of(call) is scope
                      and self.objects.is_acc_constructor(call)]
-        if not made_here or any(self.line_of(call) <= line for call in made_here):
+        if not made_here:
             return False
+        order = self.index.call_order
+        if type(node) is cst.Call and node in order:
+            # (source order of calls: no line positions, which a deeply nested file cannot give
+            # without walking the whole module)
+            if any(order[call] <= order[node] for call in made_here):
+                return False
+        elif any(self.line_of(call) <= self.line_of(node) for call in made_here):
+            return False
+        line = self.line_of(node)
         if isinstance(scope, cst.FunctionDef) and any(
                 self.objects.values.get(p.name) is not None and self.objects.values[p.name].is_acc
                 for p in self.index.functions[scope].params):
