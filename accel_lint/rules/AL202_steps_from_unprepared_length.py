@@ -653,12 +653,8 @@ def _trains(model: FileModel, loop: cst.For, directly: bool = False) -> bool:
     for call in model.calls_in(loop.body):
         if directly and (model.enclosing_loop(call) is not loop or _trains_a_pass(model, call)):
             continue
-        if model.performs(call, "BACKWARD"):
+        if model.performs(call, "BACKWARD") or _optimizer_step(model, call):
             return True
-        if type(call.func) is cst.Attribute and call.func.attr.value == "step":
-            value = model.value_at(call.func.value)
-            if value is not None and value.kind == "optimizer":
-                return True
     return False
 
 

@@ -146,13 +146,19 @@ def _collective_of(model: FileModel, call: cst.Call) -> str | None:
     kind = model.op_kind(call)
     if kind is not None:
         return kind
-    target = model.index.resolve_call(call) or model.instance_method(call)
+    performed = _collectives_run_by(model, call, model.index.resolve_call(call) or model.instance_method(call))
+    return performed[0] if performed else None
+
+
+def _collectives_run_by(model: FileModel, call: cst.Call, target: cst.FunctionDef | None) -> list[str]:
+    """The collective kinds, in order, of the function ``call`` runs: ``target`` of this module,
+    else what another module of the tree says of the name called."""
     if target is not None:
         performed = model.ops.exported_ops(target)
     else:
         name = dotted_name(call.func)
         performed = model.external.get(name, ()) if name is not None else ()
-    return next((kind for kind, _ in performed if kind not in NOT_OPS), None)
+    return [kind for kind, _ in performed if kind not in NOT_OPS]
 
 
 def _helper_ends_training(model: FileModel, call: cst.Call) -> bool:
@@ -161,13 +167,7 @@ def _helper_ends_training(model: FileModel, call: cst.Call) -> bool:
     acc.end_training()``)."""
     if model.ending_method_called(call):
         return True  # `trainer.train()` of a trainer class whose `train` ends the run
-    target = model.index.resolve_call(call)
-    if target is not None:
-        performed = model.ops.exported_ops(target)
-    else:
-        name = dotted_name(call.func)
-        performed = model.external.get(name, ()) if name is not None else ()
-    kinds = [kind for kind, _ in performed if kind not in NOT_OPS]
+    kinds = _collectives_run_by(model, call, model.index.resolve_call(call))
     return bool(kinds) and kinds[-1] == "END"
 
 
