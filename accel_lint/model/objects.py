@@ -21,7 +21,7 @@ from ..collectives import ACCELERATOR, ACCELERATOR_FACTORY, ITERATES_ARGUMENTS, 
 from ..library import Library, default_library
 from . import composites
 from .index import FileIndex, ScopeNode
-from .names import dotted_name, last_attr
+from .names import bound_names, dotted_name, last_attr
 
 YES, MAYBE, NO = "yes", "maybe", "no"
 
@@ -95,6 +95,13 @@ class Value:
     def origins(self) -> frozenset:
         """Every creation expression this value may hold."""
         return self.alternatives | ({self.origin} if self.origin is not None else frozenset())
+
+
+def _stored_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets an assignment or ``for`` statement binds."""
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    return [node.target]
 
 
 def _flag_is(env: Env, name: str, wanted: bool) -> bool:
@@ -862,7 +869,7 @@ class ObjectTracker:
                     env[name] = summary.params[name]
                 elif declared_kind(param.annotation.annotation if param.annotation else None) is not None:
                     env[name] = Value(kind=declared_kind(param.annotation.annotation), origin=param)  # `model: nn.Module`
-                elif self.module_evidence(param.name, scope) is not None:
+                elif self._param_used_as_module(param, scope):
                     env[name] = Value(kind="model", origin=param)  # used as a module in the body
                 else:
                     self._read(("env", self.index.module, name))
@@ -1406,6 +1413,22 @@ class ObjectTracker:
             cls = self.index.class_of(scope)
             return self._module_uses().get((cls.name, key)) if cls is not None else None
         return self._module_uses().get((scope, key))
+
+    def _param_used_as_module(self, param: cst.Param, scope: cst.FunctionDef) -> bool:
+        """The body uses the parameter's own object as a module: the use comes before the
+        first rebinding of its name. ``model = model(config)`` then ``model.parameters()``
+        is a class (or factory) handed in and the instance it builds."""
+        evidence = self.module_evidence(param.name, scope)
+        if evidence is None:
+            return False
+        name = param.name.value
+        for node in self.index.walk(scope.body):
+            if node is evidence:
+                return True
+            if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)) and name in (
+                    bound for target in _stored_targets(node) for bound in bound_names(target)):
+                return False
+        return False
 
     def kind_for_prepare(self, call: cst.Call, arg: cst.BaseExpression, inner: Value | None,
                          scope: ScopeNode) -> str | None:

@@ -82,6 +82,26 @@ class RankDivergentExit(Rule):
     summary = "a loop with collectives left on a rank-local loss/metric or exception: the other ranks hang"
 
     VALID = [
+        # the parameter holds a class: calling it builds the model, it is not a forward on data
+        """\
+        import os
+        import torch
+        from accelerate import Accelerator
+        def main(model, config, loader):
+            accelerator = Accelerator()
+            rank = int(os.environ["RANK"])
+            model = model(config, process_rank=rank)
+            optimizer = torch.optim.AdamW(model.parameters())
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            global_step = scheduler.last_epoch
+            for batch in loader:
+                accelerator.backward(model(batch))
+                optimizer.step()
+                global_step += 1
+                if global_step >= config.max_steps:
+                    break
+        """,
         # the nested evaluation's own loop counter is not the training loop's clock-derived one
         """\
         import time

@@ -64,6 +64,20 @@ class PerRankPrint(Rule):
     summary = "print()/tqdm() that every rank runs: the output repeats once per process"
 
     VALID = [
+        # a nested function reads its enclosing function's `print`, bound to the accelerator's
+        """\
+        from accelerate import Accelerator
+        def main(args):
+            accelerator = Accelerator()
+            print = accelerator.print
+            model, optimizer, loader = accelerator.prepare(args.model, args.optimizer, args.loader)
+            def train_loop(epoch):
+                print(f"Epoch {epoch}")
+                for batch in loader:
+                    accelerator.backward(model(batch))
+                    optimizer.step()
+            train_loop(0)
+        """,
         """\
         from accelerate import Accelerator
         from tqdm import tqdm
@@ -291,12 +305,12 @@ def _print_rebinds(model: FileModel) -> list[cst.AssignTarget]:
 def _print_rebound(model: FileModel, call: cst.Call, rebinds: list[cst.AssignTarget]) -> bool:
     """The name ``print`` is bound by the program where ``call`` reads it (``print =
     accelerator.print`` at module level, before a module-level call or anywhere for a call in a
-    function; or in the call's own function): it is not the builtin there."""
+    function; or in the call's own function or one around it): it is not the builtin there."""
     scope = model.scope_of(call)
     for node in rebinds:
         where = model.scope_of(node)
-        if where is scope and type(scope) is not cst.Module:
-            return True
+        if type(where) is cst.FunctionDef and (where is scope or where in model.index.enclosing_scopes(scope)):
+            return True  # (a nested function reads its enclosing function's binding)
         if type(where) is cst.Module:
             if type(scope) is not cst.Module:
                 return True
