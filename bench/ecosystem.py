@@ -382,6 +382,15 @@ GIT_CORPORA = {
     "trading-ts-forecast": ("gemlorg/Thesis-Trading-LLM", "072f5b58770f03392ee0157a22167d940c3c6c19", None),
     "densetrack3d-v2": ("Binyr/densetrack3dv2", "f2689b522af77cb34dc697033c560e1b65515e5c", None),
     "aigc-distortion-detection": ("mightycatty/AIGC_imagery_distortion_detection", "4094b8705c1ca6bb32c24e984e189760920441f4", None),
+    # batch 34 (2026-11-29, nineteenth session): first contact recorded at 2e787d0, after batch 33's fixes
+    "word-problem": ("jopetty/word-problem", "8f910f92e1c70455dcd9376f56032dfc55126188", None),
+    "eeg-to-text": ("zenon009/EEG-To-Text", "128c2be8eb1b3624b5f7d1342342746143da5267", None),
+    "rl4vlm": ("RL4VLM/RL4VLM", "b989b57400ad1010306fe170a547b57e7d21389c", None),
+    "picoaudio2": ("HiRookie9/PicoAudio2", "e8e726836fc41d20066c7f72b30d1248b0678343", None),
+    "cfld": ("YanzuoLu/CFLD", "f2ea2a78f4dbee8effd37364f0fc134d1f9fb3ec", None),
+    "starvla": ("starVLA/starVLA", "0ed0aad2c83f587714f6167ef60cf7218b786590", None),
+    "ptm-mamba": ("programmablebio/ptm-mamba", "49c223fa87b9d9bcb5bc6e664ce223dedde58b61", None),
+    "continuous-cot": ("PlanarG/Continuous-Chain-of-Thought", "fc42405ef96cac7e5bdfe28b1355bd20f37caec1", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
