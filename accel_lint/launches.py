@@ -10,6 +10,11 @@ that starts several (``accelerate launch``, ``torchrun``, ``deepspeed``, ``srun`
 line says one (``--num_processes 1``, a config file with ``num_processes: 1``, or one visible GPU,
 ``CUDA_VISIBLE_DEVICES=1``, and no process count or config of its own). A file no command names,
 or named both ways, is unknown, and every rule applies as usual.
+
+A README's ``python train.py`` shows one way to run a script; a job file the project runs (a
+shell or batch script, a Makefile) says how it is run. A script written for several processes
+(it trains, tests its rank) keeps every rule when only docs show it run as one process, and is
+one process when the project's own jobs run it so and nothing names a launcher of several.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from pathlib import Path
 # text files that carry launch commands; each read up to this size
 _COMMAND_FILES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".slurm", ".sbatch", ".job")
 _COMMAND_NAMES = ("Makefile", "makefile", "Justfile")
+# of those, the files the project runs (its jobs), as opposed to docs that show a way to run
+_JOB_SUFFIXES = (".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job")
 _MAX_BYTES = 512 * 1024
 _MAX_FILES = 5000
 _SKIPPED_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", "site-packages",
@@ -141,11 +148,18 @@ def _command_files(root: Path) -> list[Path]:
     return out
 
 
-def _read_command_files(root: Path, read) -> dict[str, set]:
+def _is_job_file(path: Path) -> bool:
+    """A file the project runs (a shell or batch script, a Makefile), not one that documents."""
+    return path.name in _COMMAND_NAMES or path.suffix in _JOB_SUFFIXES
+
+
+def _read_command_files(root: Path, read, jobs_only: bool = False) -> dict[str, set]:
     """script as written (``./`` removed) -> what ``read(text, folders)`` says of its launches, over
-    every command file under ``root``."""
+    every command file under ``root`` (only the job files with ``jobs_only``)."""
     verdicts: dict[str, set] = {}
     for path in _command_files(root):
+        if jobs_only and not _is_job_file(path):
+            continue
         try:
             if path.stat().st_size > _MAX_BYTES:
                 continue
@@ -192,6 +206,18 @@ def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[st
     if not verdicts:
         return frozenset()
     return frozenset(file for file, hows in _per_file(verdicts, python_files, MULTI).items() if hows == {SINGLE})
+
+
+def single_process_jobs(root: Path, python_files: list[Path]) -> frozenset[str]:
+    """Of :func:`single_process_scripts`, the files that some job file of the project (a shell or
+    batch script, a Makefile; not a README) runs: the project's own runs are one process each,
+    whatever the script is written for."""
+    single = single_process_scripts(root, python_files)
+    if not single:
+        return frozenset()
+    jobs = _read_command_files(root, mentions, jobs_only=True)
+    return frozenset(file for file, hows in _per_file(jobs, python_files, MULTI).items()
+                     if file in single and SINGLE in hows)
 
 
 def deepspeed_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:

@@ -83,6 +83,24 @@ def test_a_script_written_for_several_processes_keeps_every_rule_whatever_its_re
     assert "AL401" in _codes(tmp_path)
 
 
+def test_a_training_script_the_projects_own_job_files_run_with_plain_python_is_one_process(tmp_path: Path):
+    """A README's `python train.py` shows one way to run it; a job file (a shell or batch
+    script) is how the project runs it. A training script its jobs run only with plain `python`
+    is one process; a torch clip there is harmless unless the constructor asks for fp16."""
+    (tmp_path / "scripts").mkdir()
+    training = SCRIPT.replace('print("scoring")', 'accelerator.backward(model(torch.ones(2)).sum())\n'
+                              'torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nprint("scoring")')
+    (tmp_path / "scripts" / "eval.py").write_text(training)
+    (tmp_path / "README.md").write_text("python scripts/eval.py\n")
+    assert _codes(tmp_path) == ["AL103", "AL401", "AL403"]  # docs alone: every rule
+    (tmp_path / "launch.slurm").write_text("#SBATCH --gres=gpu:1\npython scripts/eval.py --lr 1e-3\n")
+    assert _codes(tmp_path) == []
+    (tmp_path / "scripts" / "eval.py").write_text(training.replace("Accelerator()", 'Accelerator(mixed_precision="fp16")'))
+    assert _codes(tmp_path) == ["AL103"]  # fp16's scaled gradients: harmful in one process too
+    (tmp_path / "multi.sh").write_text("srun python scripts/eval.py\n")  # a launcher of several names it too
+    assert "AL401" in _codes(tmp_path)
+
+
 def test_a_script_that_pins_one_gpu_at_import_runs_as_one_process():
     """`os.environ["CUDA_VISIBLE_DEVICES"] = "3"` at the top of the module: the second GPU
     process of any launch has no device, so only what harms one process is reported. Two GPUs

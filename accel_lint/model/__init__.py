@@ -2468,6 +2468,41 @@ class FileModel:
         return fn is not None and fn in self.index.functions and any(
             given is param and kind == ONE_STEP_ACCELERATOR for given, kind in self.objects.incoming_kinds(fn))
 
+    def may_scale_fp16(self, accelerator: cst.BaseExpression | None) -> bool:
+        """Whether a constructor the accelerator may come from (every one in the file when that is
+        unknown) may ask for fp16 itself: ``mixed_precision=`` other than a literal ``"no"`` or
+        ``"bf16"``, or a ``**`` spread. In a process started by ``python script.py`` nothing
+        else sets it (the launcher's config is not read)."""
+        value = self.value_at(accelerator) if accelerator is not None else None
+        constructors = self.objects.acc_constructors
+        known = [o for o in (value.origins() if value is not None else ()) if o in constructors]
+        for ctor in known or constructors:
+            for arg in ctor.args:
+                if arg.star == "**":
+                    return True
+                if arg.keyword is not None and arg.keyword.value == "mixed_precision" and not (
+                        isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value in ("no", "bf16")):
+                    return True
+        return not constructors
+
+    def built_for_deepspeed(self, accelerator: cst.BaseExpression) -> bool:
+        """The accelerator's constructor (see ``_constructor_of``) is given a DeepSpeed plugin on
+        every path (``deepspeed_plugin=DeepSpeedPlugin(...)``, or a name every binding of which
+        builds one): it runs under DeepSpeed whatever the launch."""
+        ctor = self._constructor_of(accelerator)
+        plugin = next((arg.value for arg in ctor.args if arg.keyword is not None
+                       and arg.keyword.value == "deepspeed_plugin"), None) if ctor is not None else None
+        if plugin is None:
+            return False
+        if isinstance(plugin, cst.Call):
+            made = [plugin]
+        else:
+            value = self.value_at(plugin)
+            made = list(value.origins()) if value is not None else []
+        return bool(made) and all(
+            isinstance(m, cst.Call) and (self.index.imports.qualify_expr(m.func) or "").endswith("DeepSpeedPlugin")
+            for m in made)
+
     def _constructor_of(self, accelerator: cst.BaseExpression) -> cst.Call | None:
         """The ``Accelerator(...)`` call this accelerator comes from; when that is unknown (a
         parameter), the file's only one; else ``None``."""

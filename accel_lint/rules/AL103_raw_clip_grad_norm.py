@@ -117,7 +117,8 @@ class RawClipGradNorm(Rule):
                                 f"fp16 (so it never clips), each rank's own shard under FSDP, and each core's gradients before "
                                 f"they are averaged on TPU (XLA); use "
                                 f"`{acc or 'accelerator'}.{fn}(...)`", fix=fix,
-                          evidence=tuple(model.value_evidence(owner)))
+                          evidence=tuple(model.value_evidence(owner)),
+                          tag="fp16" if model.may_scale_fp16(None) else "")
 
 
 def _from_prepared(model: FileModel, expr: cst.BaseExpression) -> bool:

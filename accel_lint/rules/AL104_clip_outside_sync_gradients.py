@@ -23,7 +23,8 @@ class ClipOutsideSyncGradients(Rule):
     (no `gradient_accumulation_steps`, plugin or `**kwargs`: every step is a sync step), also
     one handed in from another module where every caller builds it so;
     `optimizer.step()`/`zero_grad()` on every micro-step (the prepared optimizer skips them
-    itself).
+    itself); the accelerator's clip where its constructor is given a `DeepSpeedPlugin` (there
+    the method clips nothing and returns the engine's norm: DeepSpeed clips at its own step).
 
     ## Why is this bad?
     On the micro-steps in between, the gradients are partial sums, so clipping them clips the
@@ -64,6 +65,19 @@ class ClipOutsideSyncGradients(Rule):
     summary = "gradient clipping inside accumulate() runs on every micro-step; guard it with sync_gradients"
 
     VALID = [
+        # under DeepSpeed the accelerator's clip only reads the engine's norm
+        """\
+        from accelerate import Accelerator, DeepSpeedPlugin
+        plugin = DeepSpeedPlugin(gradient_accumulation_steps=4, gradient_clipping=1.0)
+        accelerator = Accelerator(deepspeed_plugin=plugin)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for batch in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(batch).loss)
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
         """\
         from accelerate import Accelerator
         import torch
@@ -150,7 +164,10 @@ class ClipOutsideSyncGradients(Rule):
     def check(self, model: FileModel) -> Iterable[Finding]:
         for call in model.index.calls:
             helper = None
-            if clip_accelerator(model, call) is False:
+            accelerator = clip_accelerator(model, call)
+            if accelerator is not None and accelerator is not False and model.built_for_deepspeed(accelerator):
+                continue  # DeepSpeed's engine clips at its own boundary: this call only reads the norm
+            if accelerator is False:
                 # `maybe_clip(accelerator, model, max_norm)`: a helper (of this module or another
                 # of the tree) that clips on every call
                 helper = clip_in_helper(model, call)

@@ -16,7 +16,8 @@ class RankLocalRebind(Rule):
     that held a prepared object (`model = accelerator.unwrap_model(model)`), when the name is
     read again after the guard.
     Not flagged: new names inside the guard; names never read after it; the same rebinding
-    in both branches.
+    in both branches; a rebinding to the same object (`pbar = tqdm(pbar)`: a progress bar
+    over the prepared loader yields its batches).
 
     ## Why is this bad?
     After the block the main process holds the bare module and the other ranks the wrapper:
@@ -51,6 +52,19 @@ class RankLocalRebind(Rule):
     summary = "a prepared object's name rebound under a rank guard and used after it: ranks hold different objects"
 
     VALID = [
+        # a progress bar on the main process only, over the same prepared loader
+        """\
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        from tqdm import tqdm
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(build_model(), DataLoader(dataset, batch_size=8, shuffle=True))
+        batches = loader
+        if accelerator.is_main_process:
+            batches = tqdm(batches, desc="training")
+        for batch in batches:
+            accelerator.backward(model(batch).loss)
+        """,
         """\
         from accelerate import Accelerator
         from transformers import AutoModelForSequenceClassification
@@ -103,7 +117,7 @@ class RankLocalRebind(Rule):
             scope = model.scope_of(node)
             held_read = _held_prepared_before(model, name, scope, assign)
             later_read = _read_after(model, name, guard) if held_read is not None else None
-            if held_read is None or later_read is None:
+            if held_read is None or later_read is None or _same_object(model, assign, held_read):
                 continue
             evidence = [*model.value_evidence(held_read),
                         (guard, f"runs only where `{shorten(model.code(guard.test))}`, which differs "
@@ -141,6 +155,18 @@ def _held_prepared_before(model: FileModel, name: str, scope, assign: cst.Assign
             if value is not None and value.prepared in (YES, MAYBE):  # MAYBE: the loop's next pass sees the rebinding
                 return read
     return None
+
+
+def _same_object(model: FileModel, assign: cst.Assign, held_read: cst.Name) -> bool:
+    """The guarded assignment binds the object the name already held: ``pbar = tqdm(pbar)``
+    (a bar yields the loader's own batches) or another call of the library table's identity
+    calls on it."""
+    value = assign.value
+    if not isinstance(value, cst.Call):
+        return False
+    position = model.library.identity_calls.get(model.index.imports.qualify_expr(value.func) or "")
+    positional = [arg for arg in value.args if arg.keyword is None and not arg.star]
+    return position is not None and position < len(positional) and positional[position].value is held_read
 
 
 def _read_after(model: FileModel, name: str, block: cst.If) -> cst.CSTNode | None:
