@@ -1187,3 +1187,30 @@ def test_an_accelerator_handed_to_another_module_says_whether_it_accumulates(tmp
     files.update({f"main{i}.py": TRAIN_MAIN.format(arguments=arguments) for i, arguments in enumerate(callers)})
     found = _findings_in_tree(tmp_path, files, "AL104")
     assert [(d["path"], d["line"]) for d in found] == ([("engine.py", 5)] if reported else []), found
+
+
+def test_a_subclass_of_accelerator_is_an_accelerator_in_its_module_and_in_those_that_import_it(tmp_path: Path):
+    """`class SavingAccelerator(Accelerator)`: its instances are accelerators, here and where
+    another module (one that never imports accelerate) builds one."""
+    (tmp_path / "accs.py").write_text(textwrap.dedent("""\
+        from accelerate import Accelerator
+
+
+        class SavingAccelerator(Accelerator):
+            def get_state_dict(self, model, unwrap=True):
+                return super().get_state_dict(model, unwrap)
+
+
+        class TrimmedAccelerator(SavingAccelerator):
+            pass
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        from accs import TrimmedAccelerator
+
+        accelerator = TrimmedAccelerator()
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            accelerator.save_state("ckpt")
+    """))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 6, "AL302")], found

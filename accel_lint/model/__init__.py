@@ -580,7 +580,7 @@ class FileModel:
 
     def module_summary(self) -> dict[str, list[tuple[str, str]]]:
         """For other modules of the tree: module-level functions that perform collectives."""
-        if not (self.is_accelerate_file or self.uses_torch_distributed):
+        if not (self.is_accelerate_file or self.uses_torch_distributed or self.objects.accelerator_subclasses):
             return {}
         out = {}
         for name, fn in self.index.module_functions.items():
@@ -612,11 +612,13 @@ class FileModel:
         """Top-level classes of this module that define the accelerator's own protocol (the
         library table's ``accelerator-protocol``: ``wait_for_everyone``, ``gather_for_metrics``,
         ``is_main_process``, ...): a vendored copy of ``Accelerator``, whose instances the
-        modules that import it use as accelerators."""
+        modules that import it use as accelerators; and its subclasses here
+        (``class SavingAccelerator(Accelerator)``)."""
         protocol = self.library.accelerator_protocol
         return sorted(name for name, cls in self.index.classes.items()
                       if cls.node in self.index.module.body
-                      and len(protocol & set(cls.methods)) >= self._PROTOCOL_MEMBERS_OF_AN_ACCELERATOR)
+                      and (len(protocol & set(cls.methods)) >= self._PROTOCOL_MEMBERS_OF_AN_ACCELERATOR
+                           or name in self.objects.accelerator_subclasses))
 
     def helpers_waiting_for_callers(self) -> list[str]:
         """Module functions of this Accelerate file with a write no rank guard holds, that

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import libcst as cst
 
@@ -102,6 +103,9 @@ def _stored_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
     if isinstance(node, cst.Assign):
         return [t.target for t in node.targets]
     return [node.target]
+
+
+_UNKNOWN = Value()  # what a binding to an expression the model does not follow holds
 
 
 def _flag_is(env: Env, name: str, wanted: bool) -> bool:
@@ -766,8 +770,15 @@ class ObjectTracker:
         attrs: Env = {}
         for setter in sorted(self._setters.get(cls, ()), key=self._order.__getitem__):
             for c, key, value in self._walks[setter].class_binds:
-                if c == cls and (key not in attrs or value.prepared == YES or value.is_acc):
+                if c != cls:
+                    continue
+                if key not in attrs or value.prepared == YES or value.is_acc:
                     attrs[key] = value
+                elif value == _UNKNOWN and attrs[key].prepared == NO and not attrs[key].is_acc:
+                    # (`self.model, self.optimizer = self.setup(...)`, a method of another
+                    # module: what it holds from there on is not known, so neither is "never
+                    # prepared")
+                    attrs[key] = _UNKNOWN
         return attrs
 
     def _prepared_setters(self, cls: str, key: str) -> tuple[list, Value | None]:
@@ -1122,7 +1133,26 @@ class ObjectTracker:
         qual = self.index.imports.qualify(name)
         if qual is not None:  # imported: `from accelerate import Accelerator as A` counts, a look-alike does not
             return qual.startswith("accelerate") and qual.split(".")[-1] in ACC_CONSTRUCTORS
-        return name.split(".")[-1] in ACC_CONSTRUCTORS
+        return name.split(".")[-1] in ACC_CONSTRUCTORS or name in self.accelerator_subclasses
+
+    @cached_property
+    def accelerator_subclasses(self) -> frozenset[str]:
+        """Top-level classes of this file that subclass Accelerate's ``Accelerator`` (directly or
+        through another such class): their instances are accelerators."""
+        found: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, cls in self.index.classes.items():
+                if name in found or cls.node not in self.index.module.body:
+                    continue
+                for base in cls.bases:
+                    qual = self.index.imports.qualify(base) or ""
+                    if base in found or (qual.startswith("accelerate") and qual.split(".")[-1] in ACC_CONSTRUCTORS):
+                        found.add(name)
+                        changed = True
+                        break
+        return frozenset(found)
 
     def _call_value(self, call: cst.Call, env: Env) -> Value | None:
         if self.is_acc_constructor(call) or (self.factories and dotted_name(call.func) in self.factories):

@@ -6,7 +6,7 @@ import libcst as cst
 
 from ..model import NO, YES, MAYBE, FileModel, dotted_name, shorten
 from ..model import composites
-from ..model.objects import COMPOSITE, Value
+from ..model.objects import COMPOSITE, Value, item_of
 from .base import Finding, Rule
 
 
@@ -22,7 +22,8 @@ class UnpreparedDataloader(Rule):
     on every path to the loop: the object iterated is not a result of `prepare`. That
     includes the loader that was passed to `prepare` when the loop iterates it instead of
     what `prepare` returned (`prepare` leaves its argument unsharded), a loader a helper
-    receives as a parameter from every caller and iterates, a loader kept in a dict, a
+    receives as a parameter from every caller and iterates, a loader kept in a dict (also
+    read by a loop over literal keys, `for phase in ["train", "dev"]: ... loaders[phase]`), a
     loader rebuilt after `prepare`, each loader of a `zip(...)`, and loaders read through an
     object of a class of the tree that iterates the objects it was built from (a loader that
     mixes two loaders): `prepare` returns such an object unchanged, since it is no DataLoader.
@@ -204,6 +205,24 @@ for batch in train_dl:
         """,
     ]
     INVALID = [
+        # a dict of loaders read by the loop's key: the "dev" pass iterates the unprepared loader
+        """
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+def run_epochs(loaders, model, optimizer):
+    for phase in ["train", "dev"]:
+        for batch in loaders[phase]:  # expect: AL201
+            loss = model(batch).mean()
+            if phase == "train":
+                accelerator.backward(loss)
+                optimizer.step()
+accelerator = Accelerator()
+train_dl = DataLoader(train_set, batch_size=8, shuffle=True)
+dev_dl = DataLoader(dev_set, batch_size=8)
+model, optimizer, train_dl, eval_dl = accelerator.prepare(torch.nn.Linear(4, 1), optimizer, train_dl, dev_dl)
+run_epochs({"train": train_dl, "dev": dev_dl}, model, optimizer)
+""",
         """
 import torch
 from accelerate import Accelerator
@@ -305,6 +324,10 @@ for batch in eval_dl:  # expect: AL201
             consumed += _drawn_with_next(model, loop)
             for loader, where_read in consumed:
                 value = _held(model, loader)
+                key = None
+                if value is None or _unprepared_origins(model, value) is None:
+                    # `for phase in ["train", "dev"]: ... loaders[phase]`: each pass reads one item
+                    key, value = _item_on_some_pass(model, loader) or (None, value)
                 if value is None:
                     continue
                 if value.kind == COMPOSITE and isinstance(loop, cst.For):
@@ -324,8 +347,16 @@ for batch in eval_dl:  # expect: AL201
                 if _splits_each_batch_by_rank(model, loop):
                     continue  # each rank keeps its own slice of every batch: sharded by hand
                 acc = model.accelerator_name_in(model.scope_of(loop))
-                name = shorten(model.code(loader))
+                name = shorten(model.code(loader)) if key is None else f"{shorten(model.code(loader.value))}[{key!r}]"
                 where = "a training" if train else "an evaluation"
+                if key is not None:
+                    # (whether that pass trains or evaluates, the loop's text does not say per key)
+                    what = (f"`{model.code(loader)}` is `{name}` on one pass of the loop and holds a loader that "
+                            f"`{acc}.prepare()` never returned")
+                    yield Finding(where_read, f"{what}; every rank runs that pass over the full dataset (N processes do "
+                                              f"the work of one, gathered metrics count each sample N times)",
+                                  None if train else "warning", evidence=tuple(_loader_evidence(model, loader)))
+                    continue
                 # `prepare` returns a new, sharded loader and leaves its argument as it was: what
                 # matters is whether the object iterated here is a result of `prepare`
                 if any(model.was_prepared(o) for o in origins) and not _another_item_was_prepared(model, loader):
@@ -400,6 +431,31 @@ def _held(model: FileModel, arg: cst.BaseExpression) -> Value | None:
     if isinstance(arg, cst.Call):
         return Value(kind="loader", origin=arg) if model.objects.constructs_loader(arg) else None
     return model.value_at(arg)
+
+
+def _item_on_some_pass(model: FileModel, loader: cst.BaseExpression) -> tuple[str, Value] | None:
+    """``loaders[phase]`` inside ``for phase in ["train", "dev"]:`` (a literal list of string
+    keys): every key is read on its own pass, so an item that is an unprepared loader is iterated
+    for certain. (key, that item's value), the first such key; ``None`` otherwise."""
+    if not (isinstance(loader, cst.Subscript) and len(loader.slice) == 1
+            and isinstance(loader.slice[0].slice, cst.Index) and isinstance(loader.slice[0].slice.value, cst.Name)):
+        return None
+    variable = loader.slice[0].slice.value.value
+    keys = None
+    for parent in model.ancestors(loader):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            break
+        if isinstance(parent, cst.For) and isinstance(parent.target, cst.Name) and parent.target.value == variable:
+            if isinstance(parent.iter, (cst.List, cst.Tuple)) and parent.iter.elements and all(
+                    isinstance(e.value, cst.SimpleString) for e in parent.iter.elements):
+                keys = [e.value.evaluated_value for e in parent.iter.elements]
+            break
+    base = model.value_at(loader.value) if keys else None
+    for key in keys or ():
+        item = item_of(base, key)
+        if item is not None and _unprepared_origins(model, item) is not None:
+            return key, item
+    return None
 
 
 def _loader_evidence(model: FileModel, loader: cst.BaseExpression) -> list:

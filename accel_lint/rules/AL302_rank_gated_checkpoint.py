@@ -148,6 +148,27 @@ for epoch in range(3):
     if accelerator.is_main_process or accelerator.distributed_type == "DEEPSPEED":
         save_checkpoint("ckpt")  # expect: AL302
 """,
+        # the model an outside helper returns, bound over the one the constructor was given
+        """
+import torch
+from accelerate import Accelerator
+from helpers import build_model, setup_distributed
+accelerator = Accelerator()
+class Trainer:
+    def __init__(self, model, accelerator):
+        self.model = model
+        self.accelerator = accelerator
+    def setup(self):
+        self.model, self.optimizer = setup_distributed(self.accelerator, self.model)
+    def save(self):
+        if self.accelerator.is_main_process:
+            state = self.accelerator.get_state_dict(self.model)  # expect: AL302
+            torch.save(state, "model.pt")
+def main():
+    trainer = Trainer(model=build_model(), accelerator=accelerator)
+    trainer.setup()
+    trainer.save()
+""",
     ]
 
     def check(self, model: FileModel) -> Iterable[Finding]:

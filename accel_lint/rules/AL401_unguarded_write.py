@@ -210,6 +210,14 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
     ]
     INVALID = [
         """
+from accelerate import Accelerator
+from datasets import load_dataset
+accelerator = Accelerator()
+model = accelerator.prepare(build_model())
+tokenized = load_dataset("json", data_files="train.jsonl").map(tokenize, batched=True)
+tokenized.save_to_disk("cache/tokenized")  # expect: AL401
+""",
+        """
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState

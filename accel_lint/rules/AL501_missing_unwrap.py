@@ -72,7 +72,9 @@ class MissingUnwrap(Rule):
     attributes other than `state_dict` and `module` of a model prepared where the program runs
     only under DeepSpeed (`deepspeed_plugin=` given to `Accelerator`, or the function reads
     `accelerator.state.deepspeed_plugin.<...>` on every path before `prepare`, which raises on
-    any other backend): DeepSpeed's engine forwards them to the model.
+    any other backend): DeepSpeed's engine forwards them to the model; a `.state_dict()` kept
+    in a name (`best = copy.deepcopy(model.state_dict())`) that is only ever loaded back into
+    the same wrapper (`model.load_state_dict(best)`).
 
     Also flags a test of a prepared model's parameter names on its own prefix
     (`for n, p in model.named_parameters(): if n.startswith("backbone."):`): the wrapper's names
@@ -148,6 +150,24 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        # the best weights kept in memory and loaded back into the same wrapper: the keys match
+        """\
+        import copy
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, loader = accelerator.prepare(torch.nn.Linear(4, 1), optimizer, loader)
+        best_weights = copy.deepcopy(model.state_dict())
+        best = float("inf")
+        for batch in loader:
+            loss = model(batch).mean()
+            accelerator.backward(loss)
+            optimizer.step()
+            if loss.item() < best:
+                best = loss.item()
+                best_weights = copy.deepcopy(model.state_dict())
+        model.load_state_dict(best_weights)
+        """,
         """
 import torch
 from accelerate import Accelerator
@@ -431,6 +451,8 @@ class Runner:
                 continue  # `if args.multi_gpu: m.module.x else: m.x`: the script's own flag decides (unknown)
             if attr == "state_dict" and _in_fsdp_state_dict_context(model, node):
                 continue  # FSDP's own way to a full, unprefixed state dict (every rank takes part)
+            if attr == "state_dict" and _restored_into_itself(model, node):
+                continue  # `best = deepcopy(model.state_dict())` ... `model.load_state_dict(best)`: same keys
             if attr == "_orig_mod" and model.compiled_at(node):
                 continue  # read where the script's compile flag holds
             wrapped = model.wrapped_at(node, node.value)
@@ -456,6 +478,37 @@ class Runner:
 
 
 _NAMED = frozenset({"named_parameters", "named_modules", "named_buffers"})
+
+
+def _restored_into_itself(model: FileModel, node: cst.Attribute) -> bool:
+    """``best = copy.deepcopy(model.state_dict())`` (or without the copy) whose every read is
+    ``model.load_state_dict(best)`` of the same wrapper: the prefixed keys go back where they
+    came from, and nothing else sees them."""
+    call = model.index.parents.get(node)
+    if not (isinstance(call, cst.Call) and call.func is node):
+        return False
+    held: cst.CSTNode = call
+    outer = model.index.parents.get(model.index.parents.get(call))
+    if isinstance(outer, cst.Call) and (model.index.imports.qualify_expr(outer.func) or "") == "copy.deepcopy":
+        held = outer
+    assign = model.index.parents.get(held)
+    if not (isinstance(assign, cst.Assign) and assign.value is held and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)):
+        return False
+    name, owner = assign.targets[0].target.value, model.code(node.value)
+    scope = model.scope_of(node)
+    reads = [n for n in model.index.loads_in(scope.body if isinstance(scope, cst.FunctionDef) else scope)
+             if isinstance(n, cst.Name) and n.value == name
+             and not isinstance(model.index.parents.get(n), cst.AssignTarget)]
+    if not reads:
+        return False
+    for read in reads:
+        arg = model.index.parents.get(read)
+        restore = model.index.parents.get(arg)
+        if not (isinstance(arg, cst.Arg) and isinstance(restore, cst.Call) and isinstance(restore.func, cst.Attribute)
+                and restore.func.attr.value == "load_state_dict" and model.code(restore.func.value) == owner):
+            return False
+    return True
 
 
 def _prefixed_names(model: FileModel) -> Iterable[Finding]:
