@@ -13,8 +13,9 @@ or named both ways, is unknown, and every rule applies as usual.
 
 A README's ``python train.py`` shows one way to run a script; a job file the project runs (a
 shell or batch script, a Makefile) says how it is run. A script written for several processes
-(it trains, tests its rank) keeps every rule when only docs show it run as one process, and is
-one process when the project's own jobs run it so and nothing names a launcher of several.
+(it trains, tests its rank) keeps every rule when only docs show it run as one process, or a
+launcher told to start one (a setting for the author's machine); it is one process when the
+project's own jobs run it with a plain ``python`` and nothing names a launcher of several.
 """
 
 from __future__ import annotations
@@ -209,15 +210,32 @@ def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[st
 
 
 def single_process_jobs(root: Path, python_files: list[Path]) -> frozenset[str]:
-    """Of :func:`single_process_scripts`, the files that some job file of the project (a shell or
-    batch script, a Makefile; not a README) runs: the project's own runs are one process each,
-    whatever the script is written for."""
+    """Of :func:`single_process_scripts`, the files that the project's job files (shell or batch
+    scripts, Makefiles; not a README) run, each time with a plain ``python``: the project's own
+    runs are one process each, whatever the script is written for."""
     single = single_process_scripts(root, python_files)
     if not single:
         return frozenset()
-    jobs = _read_command_files(root, mentions, jobs_only=True)
+    jobs = _read_command_files(root, _plain_python_mentions, jobs_only=True)
     return frozenset(file for file, hows in _per_file(jobs, python_files, MULTI).items()
-                     if file in single and SINGLE in hows)
+                     if file in single and hows == {SINGLE})
+
+
+def _plain_python_mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str]]:
+    """:func:`mentions`, where only a plain ``python`` run counts as one process: a launcher told
+    to start one (``torchrun --nproc_per_node 1``, an Accelerate config with ``num_processes:
+    1``) is a setting the user changes for their machine, not how the script runs."""
+    return [(script, SINGLE if how == SINGLE and not _launched_in(text, script) else MULTI)
+            for script, how in mentions(text, folders)]
+
+
+def _launched_in(text: str, script: str) -> bool:
+    """Some command line of ``text`` runs ``script`` under a launcher of several processes."""
+    for line in _command_lines(text):
+        for match in _SCRIPT.finditer(line):
+            if match.group(1) == script and _MULTI.search(line[:match.start()]):
+                return True
+    return False
 
 
 def deepspeed_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:

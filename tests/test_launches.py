@@ -101,6 +101,19 @@ def test_a_training_script_the_projects_own_job_files_run_with_plain_python_is_o
     assert "AL401" in _codes(tmp_path)
 
 
+def test_a_training_script_a_job_launches_with_one_process_by_a_launcher_setting_keeps_every_rule(tmp_path: Path):
+    """`torchrun --nproc_per_node 1` (or an Accelerate config with `num_processes: 1`) is the
+    author's machine's setting; the launcher is there to start several."""
+    (tmp_path / "scripts").mkdir()
+    training = SCRIPT.replace('print("scoring")', 'accelerator.backward(model(torch.ones(2)).sum())\nprint("scoring")')
+    (tmp_path / "scripts" / "eval.py").write_text(training)
+    (tmp_path / "one.yaml").write_text("distributed_type: 'NO'\nnum_processes: 1\n")
+    (tmp_path / "train.sh").write_text("torchrun --nproc_per_node 1 scripts/eval.py\n"
+                                       "accelerate launch --config_file one.yaml scripts/eval.py\n")
+    assert single_process_scripts(tmp_path, [tmp_path / "scripts" / "eval.py"])  # one process, as launched
+    assert "AL401" in _codes(tmp_path)
+
+
 def test_a_script_that_pins_one_gpu_at_import_runs_as_one_process():
     """`os.environ["CUDA_VISIBLE_DEVICES"] = "3"` at the top of the module: the second GPU
     process of any launch has no device, so only what harms one process is reported. Two GPUs
