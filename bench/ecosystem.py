@@ -391,6 +391,15 @@ GIT_CORPORA = {
     "starvla": ("starVLA/starVLA", "0ed0aad2c83f587714f6167ef60cf7218b786590", None),
     "ptm-mamba": ("programmablebio/ptm-mamba", "49c223fa87b9d9bcb5bc6e664ce223dedde58b61", None),
     "continuous-cot": ("PlanarG/Continuous-Chain-of-Thought", "fc42405ef96cac7e5bdfe28b1355bd20f37caec1", None),
+    # batch 35 (2026-11-29, nineteenth session): first contact recorded at ff30a32, after batch 34's fixes
+    "pbgnn": ("yxwu21/PBGNN", "e9da59e9301711e05593f207e1559844fdbb4b42", None),
+    "point-sam": ("zyc00/Point-SAM", "c14d3931b71ac6c73793a2e64d5be870d9eedc8a", None),
+    "standing-deadwood": ("jmoeh/standing-deadwood", "7d1715c160e0e78de7aa98609b0081dc6661b6cd", None),
+    "smalltts": ("smallbraineng/smalltts", "9ececbda023ba95a1138e265819e494900d63bf5", None),
+    "motionmillion": ("VankouF/MotionMillion-Codes", "be53e625b37900eba32c8e7c881da5189fb4f332", None),
+    "confit-protein": ("luo-group/ConFit", "7f5a453e4ff3ffc37a2cd04449cd571973382fd9", None),
+    "cine-fm": ("matt-bendel/CINE-FM", "77145ec23908ac47efbc6648391142bdb0a38684", None),
+    "finstar": ("seunghan96/FinSTaR", "99e438ec54cdcdcfaeac483d7eeffab76b9f517c", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
