@@ -58,9 +58,6 @@ class Config:
     # files the project runs only as one process (``launches.single_process_scripts``): the
     # rules whose harm needs several processes do not report there (applied after the cache)
     single_process_files: frozenset = frozenset()
-    # of those, the files a job file of the project (a shell or batch script, not a README) runs
-    # as one process (``launches.single_process_jobs``): one process even when written for several
-    single_process_jobs: frozenset = frozenset()
     # files every launch of which the project runs under DeepSpeed (``launches.deepspeed_scripts``):
     # attribute reads on the prepared model are forwarded by DeepSpeed's engine there
     deepspeed_files: frozenset = frozenset()

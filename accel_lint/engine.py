@@ -420,13 +420,11 @@ def pins_one_gpu(data: bytes) -> bool:
 
 def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) -> None:
     """A file the project runs as one process (``config.single_process_files``) and that is not
-    written for several (or that its own job files run so: ``config.single_process_jobs``), or a
-    file that pins one GPU at import: only the findings of rules whose
+    written for several, or a file that pins one GPU at import: only the findings of rules whose
     harm exists in one process too (``Rule.holds_in_one_process``) stay, with their fixes. A
     file every launch of which runs under DeepSpeed (``config.deepspeed_files``): no AL501 on
     attribute reads. Applied after the cache."""
-    one_process = path in config.single_process_files and (
-        not written_for_several_processes(data) or path in config.single_process_jobs and not starts_processes(data))
+    one_process = path in config.single_process_files and not written_for_several_processes(data)
     if one_process or pins_one_gpu(data):
         _keep_one_process_findings(result)
     if path in config.deepspeed_files:

@@ -10,12 +10,6 @@ that starts several (``accelerate launch``, ``torchrun``, ``deepspeed``, ``srun`
 line says one (``--num_processes 1``, a config file with ``num_processes: 1``, or one visible GPU,
 ``CUDA_VISIBLE_DEVICES=1``, and no process count or config of its own). A file no command names,
 or named both ways, is unknown, and every rule applies as usual.
-
-A README's ``python train.py`` shows one way to run a script; a job file the project runs (a
-shell or batch script, a Makefile) says how it is run. A script written for several processes
-(it trains, tests its rank) keeps every rule when only docs show it run as one process, or a
-launcher told to start one (a setting for the author's machine); it is one process when the
-project's own jobs run it with a plain ``python`` and nothing names a launcher of several.
 """
 
 from __future__ import annotations
@@ -27,8 +21,6 @@ from pathlib import Path
 # text files that carry launch commands; each read up to this size
 _COMMAND_FILES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".slurm", ".sbatch", ".job")
 _COMMAND_NAMES = ("Makefile", "makefile", "Justfile")
-# of those, the files the project runs (its jobs), as opposed to docs that show a way to run
-_JOB_SUFFIXES = (".sh", ".bash", ".zsh", ".slurm", ".sbatch", ".job")
 _MAX_BYTES = 512 * 1024
 _MAX_FILES = 5000
 _SKIPPED_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", "site-packages",
@@ -149,18 +141,11 @@ def _command_files(root: Path) -> list[Path]:
     return out
 
 
-def _is_job_file(path: Path) -> bool:
-    """A file the project runs (a shell or batch script, a Makefile), not one that documents."""
-    return path.name in _COMMAND_NAMES or path.suffix in _JOB_SUFFIXES
-
-
-def _read_command_files(root: Path, read, jobs_only: bool = False) -> dict[str, set]:
+def _read_command_files(root: Path, read) -> dict[str, set]:
     """script as written (``./`` removed) -> what ``read(text, folders)`` says of its launches, over
-    every command file under ``root`` (only the job files with ``jobs_only``)."""
+    every command file under ``root``."""
     verdicts: dict[str, set] = {}
     for path in _command_files(root):
-        if jobs_only and not _is_job_file(path):
-            continue
         try:
             if path.stat().st_size > _MAX_BYTES:
                 continue
@@ -207,35 +192,6 @@ def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[st
     if not verdicts:
         return frozenset()
     return frozenset(file for file, hows in _per_file(verdicts, python_files, MULTI).items() if hows == {SINGLE})
-
-
-def single_process_jobs(root: Path, python_files: list[Path]) -> frozenset[str]:
-    """Of :func:`single_process_scripts`, the files that the project's job files (shell or batch
-    scripts, Makefiles; not a README) run, each time with a plain ``python``: the project's own
-    runs are one process each, whatever the script is written for."""
-    single = single_process_scripts(root, python_files)
-    if not single:
-        return frozenset()
-    jobs = _read_command_files(root, _plain_python_mentions, jobs_only=True)
-    return frozenset(file for file, hows in _per_file(jobs, python_files, MULTI).items()
-                     if file in single and hows == {SINGLE})
-
-
-def _plain_python_mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str]]:
-    """:func:`mentions`, where only a plain ``python`` run counts as one process: a launcher told
-    to start one (``torchrun --nproc_per_node 1``, an Accelerate config with ``num_processes:
-    1``) is a setting the user changes for their machine, not how the script runs."""
-    return [(script, SINGLE if how == SINGLE and not _launched_in(text, script) else MULTI)
-            for script, how in mentions(text, folders)]
-
-
-def _launched_in(text: str, script: str) -> bool:
-    """Some command line of ``text`` runs ``script`` under a launcher of several processes."""
-    for line in _command_lines(text):
-        for match in _SCRIPT.finditer(line):
-            if match.group(1) == script and _MULTI.search(line[:match.start()]):
-                return True
-    return False
 
 
 def deepspeed_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:

@@ -279,7 +279,10 @@ class RankEvaluator:
         what its callers in this file pass there, when that is rank-derived; ``None`` when
         unknown or not rank-derived. Callers that pass different rank predicates
         (``_goes_first(is_main_process)`` and ``_goes_first(is_local_main_process)``) leave it
-        unknown: which one holds here cannot be told."""
+        unknown: which one holds here cannot be told. A caller that passes a literal beside one
+        that passes a rank predicate (``evaluate(..., log=False)`` and ``evaluate(...,
+        log=accelerator.is_main_process)``) makes it rank-dependent, unresolved on the classes
+        where the two differ."""
         fn = self.index.scope_of(name)
         if type(fn) is not cst.FunctionDef:
             return None
@@ -334,11 +337,20 @@ class RankEvaluator:
             if arg is None:
                 return None
             vectors.append(tuple(self._eval(arg, c, depth) for c in self.classes))
-        first = vectors[0]
-        if any(tuple(map(repr, v)) != tuple(map(repr, first)) for v in vectors[1:]):
-            return None
-        rank_derived = any(r is FORK or r is OTHER for r in first) or len({repr(r) for r in first}) > 1
-        return first if rank_derived else None
+        def rank_derived(vector: tuple) -> bool:
+            return any(r is FORK or r is OTHER for r in vector) or len({repr(r) for r in vector}) > 1
+
+        distinct = list({tuple(map(repr, v)): v for v in vectors}.values())
+        derived = [v for v in distinct if rank_derived(v)]
+        if len(derived) != 1:
+            return None  # several rank tests (which holds here cannot be told), or none
+        first = derived[0]
+        constants = [v for v in distinct if v is not first]
+        if any(type(v[0]) is not bool for v in constants):
+            return None  # a caller passes something unknown
+        # a caller that passes a literal (`log=False`): on each class where it and the rank test
+        # disagree, the value is the rank test's or the literal, as the call decides
+        return tuple(r if all(repr(c[i]) == repr(r) for c in constants) else FORK for i, r in enumerate(first))
 
     def _eval_call(self, call: cst.Call, cls: RankClass, depth: int) -> Any:
         name = dotted_name(call.func) or ""

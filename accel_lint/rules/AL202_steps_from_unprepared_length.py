@@ -32,7 +32,9 @@ class StepsFromUnpreparedLength(Rule):
     Also flags (variant B3) a prepared scheduler whose horizon is the very count that ends the
     loop stepping it (`num_training_steps=args.max_steps` and `if step >= args.max_steps:
     break`): that count is this rank's steps, and the prepared scheduler steps `num_processes`
-    times per step, so the schedule ends after 1/N of training.
+    times per step, so the schedule ends after 1/N of training. The horizon may be that count
+    less a constant (`T_max=TOTAL_STEPS - warmup_steps`), and the scheduler one of those a
+    prepared `SequentialLR`/`ChainedScheduler` runs.
     Also flags (variant B2) a prepared scheduler whose horizon multiplies such a pre-`prepare`
     step count by `num_processes`: the prepared scheduler already steps `num_processes` times
     per optimizer step, so the horizon is N times too long.
@@ -49,7 +51,8 @@ class StepsFromUnpreparedLength(Rule):
     whole training pass in the same function (a loop that runs a backward or an optimizer step,
     or a call that trains or is handed the prepared loader) and sits in no loop over a prepared
     loader. The prepared scheduler steps `num_processes` times per call, so step sizes,
-    milestones and plateau patience counted in epochs pass N times too fast.
+    milestones and plateau patience counted in epochs pass N times too fast (not `step(epoch)`,
+    which sets the same epoch on each of the N steps).
     Not flagged: the horizon of a scheduler that a file with a training step never steps (it
     keeps its first learning rate); a loop exit on a count N times too large inside `for` loops that end on their
     own (the epoch loop ends first: the exit never fires); a scheduler sized from the
@@ -93,6 +96,24 @@ class StepsFromUnpreparedLength(Rule):
     summary = "a loop bound computed from len(loader) before prepare() made the loader N times shorter"
 
     VALID = [
+        # the epoch passed to step(): the N steps of the prepared scheduler all set the same one
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+        loader = DataLoader(train_set, batch_size=8, shuffle=True)
+        model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+        for epoch in range(90):
+            for batch in loader:
+                accelerator.backward(model(batch).mean())
+                optimizer.step()
+                optimizer.zero_grad()
+            scheduler.step(epoch)
+        """,
         # an accumulation loop, then one optimizer step and one scheduler step: per step
         """\
         import torch
@@ -275,6 +296,24 @@ for epoch in range(epochs):
         """,
     ]
     INVALID = [
+        # a warmup then a cosine, chained and prepared: the cosine's horizon is the loop's count
+        """
+import torch
+from accelerate import Accelerator
+TOTAL_STEPS = 100_000
+accelerator = Accelerator()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.AdamW(model.parameters())
+warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=1_000)
+cosine = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=TOTAL_STEPS - 1_000)  # expect: AL202
+scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, schedulers=[warmup, cosine], milestones=[1_000])
+model, optimizer, scheduler, loader = accelerator.prepare(model, optimizer, scheduler, loader)
+batches = iter(loader)
+for step in range(TOTAL_STEPS):
+    accelerator.backward(model(next(batches)).mean())
+    optimizer.step()
+    scheduler.step()
+""",
         # an epoch schedule, prepared and stepped once per epoch: num_processes epochs per epoch
         """\
         import torch
@@ -510,12 +549,14 @@ for epoch in range(epochs):
                               evidence=(*model.length_evidence(source),
                                         (horizon, "the horizon of a scheduler `prepare()` returns")))
             for horizon, bound in bounded:
-                yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` is also the training loop's bound "
+                counted = horizon.left if type(horizon) is cst.BinaryOperation else horizon
+                shared = "is" if counted is horizon else f"counts `{model.code(counted)}`,"
+                yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` {shared} also the training loop's bound "
                                        f"(line {model.line_of(bound)}), a count of this rank's steps; the prepared "
                                        f"scheduler steps num_processes times per step, so the schedule ends after "
                                        f"1/num_processes of training; multiply it by `num_processes`",
                               evidence=((bound, f"the loop ends when its step count reaches "
-                                                f"`{model.code(horizon)}`"),
+                                                f"`{model.code(counted)}`"),
                                         (horizon, "the horizon of a scheduler `prepare()` returns")))
             for horizon, factor, setting in _accumulated_horizons(model):
                 yield Finding(horizon, f"scheduler horizon `{model.code(horizon)}` is multiplied by "
@@ -562,6 +603,8 @@ def _epoch_stepped(model: FileModel):
     for call in model.index.calls:
         if type(call.func) is not cst.Attribute or call.func.attr.value != "step":
             continue
+        if call.args:
+            continue  # `scheduler.step(epoch)`: each of the N steps sets the same epoch
         value = model.value_at(call.func.value)
         if value is None or value.kind != "scheduler" or value.prepared != YES or value.container:
             continue
@@ -739,23 +782,51 @@ def _loop_bound_horizons(model: FileModel):
     (``num_training_steps=args.max_steps``), not a pre-``prepare`` count, and that also ends a
     loop that steps the scheduler (``range(args.max_steps)``, ``while step < args.max_steps``,
     ``if step >= args.max_steps: break``), with no assignment to it after the scheduler."""
-    for call in model.index.calls:
-        if call not in model.objects.prepared_origins:
+    for prepared in model.index.calls:
+        if prepared not in model.objects.prepared_origins:
             continue
-        for horizon in _horizons(model, call):
-            if type(horizon) not in (cst.Name, cst.Attribute):
+        for call, horizon in [(c, h) for c in [prepared, *_chained(model, prepared)] for h in _horizons(model, c)]:
+            counted = horizon
+            if type(horizon) is cst.BinaryOperation and type(horizon.operator) in (cst.Subtract, cst.Add) \
+                    and type(horizon.right) is cst.Integer:
+                counted = horizon.left  # `T_max=NUM_STEPS - warmup_steps`: the rest of the same count
+            if type(counted) not in (cst.Name, cst.Attribute):
                 continue
-            if any(scale != 0 for scale, _ in model.step_scales_of(horizon)):
+            if any(scale != 0 for scale, _ in model.step_scales_of(counted)):
                 continue  # a count of all ranks' batches, or already scaled: the other variants
-            name = model.code(horizon)
+            name = model.code(counted)
             scope = model.scope_of(call)
             if any(type(n) in (cst.Assign, cst.AugAssign) and model.line_of(n) > model.line_of(call)
                    and model.scope_of(n) is scope and any(model.code(t) == name for t in _targets(n))
                    for n in model.index.walk(scope)):
                 continue
-            bound = _ends_scheduler_loop(model, call, name)
+            bound = _ends_scheduler_loop(model, prepared, name)
             if bound is not None:
                 yield horizon, bound
+
+
+_CHAINING_SCHEDULERS = ("torch.optim.lr_scheduler.SequentialLR", "torch.optim.lr_scheduler.ChainedScheduler")
+
+
+def _chained(model: FileModel, scheduler: cst.Call) -> list[cst.Call]:
+    """The schedulers a ``SequentialLR``/``ChainedScheduler`` runs (its ``schedulers`` list, as
+    made in this file): preparing it makes each of their steps happen num_processes times."""
+    if (model.index.imports.qualify_expr(scheduler.func) or "") not in _CHAINING_SCHEDULERS:
+        return []
+    given = next((a.value for a in scheduler.args if a.keyword is not None and a.keyword.value == "schedulers"), None)
+    if given is None:
+        positional = [a for a in scheduler.args if a.keyword is None]
+        index = 1 if model.index.imports.qualify_expr(scheduler.func).endswith("SequentialLR") else 0
+        given = positional[index].value if len(positional) > index else None
+    if not isinstance(given, (cst.List, cst.Tuple)):
+        return []
+    made = []
+    for element in given.elements:
+        value = model.value_at(element.value) if type(element.value) in (cst.Name, cst.Attribute) else None
+        origin = element.value if isinstance(element.value, cst.Call) else value.origin if value is not None else None
+        if isinstance(origin, cst.Call):
+            made.append(origin)
+    return made
 
 
 def _per_rank_horizons(model: FileModel, reported: set[int]):

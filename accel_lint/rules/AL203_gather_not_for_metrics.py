@@ -19,7 +19,8 @@ class GatherNotForMetrics(Rule):
     Flags `accelerator.gather(x)` (or `accelerate.utils.gather(x)`) inside a loop over a
     prepared evaluation loader when the gathered value goes into metric accumulation:
     `metric.add_batch(...)`, `.update(...)`, `.append(...)`, `.extend(...)`,
-    `torch.cat`/`np.concatenate`, or `+=`; and `accelerator.gather_object(x)` there when `x` has
+    `torch.cat`/`np.concatenate`, or `+=` (also item by item: `for s in gathered: ids.append(s)`);
+    and `accelerator.gather_object(x)` there when `x` has
     one entry per sample of the batch. An evaluation loop iterates a prepared loader under
     `torch.no_grad()`/`inference_mode()`, or runs no backward and puts its prepared model in
     `eval()` mode or its forward under `no_grad`.
@@ -155,6 +156,22 @@ class GatherNotForMetrics(Rule):
         """,
     ]
     INVALID = [
+        # each gathered row appended one by one
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(torch.nn.Linear(4, 1), DataLoader(eval_set, batch_size=8))
+        model.eval()
+        ids = []
+        with torch.no_grad():
+            for batch in loader:
+                gathered = accelerator.gather(batch["id"])  # expect: AL203
+                for sample_id in gathered:
+                    ids.append(sample_id.cpu())
+                model(batch["x"])
+        """,
         # a per-sample error (a field of the outputs minus a field of a dict of the batch's
         # fields, reduced over the last dimension), kept under a test and gathered after the loop
         """\
@@ -525,6 +542,12 @@ def _feeds_accumulation(model: FileModel, call: cst.Call, loop: cst.For) -> bool
     grew = True
     while grew:
         grew = False
+        for inner in model.index.walk(loop.body):
+            # `for s in gathered: ids.append(s)`: each item is one gathered row
+            if isinstance(inner, cst.For) and isinstance(inner.iter, cst.Name) and inner.iter.value in names \
+                    and isinstance(inner.target, cst.Name) and inner.target.value not in names:
+                names.add(inner.target.value)
+                grew = True
         for assign in assigns:
             if any(isinstance(n, cst.Name) and n.value in names for n in model.index.walk(assign.value)):
                 for target in assign.targets:

@@ -32,7 +32,9 @@ class RankDivergentExit(Rule):
     `if self.accelerator.is_main_process:`), put into a list (`val_losses.append(val_loss)`; the list's `len()` stays uniform), or assigned under a
     condition that is itself rank-local (a patience counter on un-reduced metrics), or after a
     `continue` that only some ranks take (`except RuntimeError: continue` before `step += 1`:
-    the failing rank's step counter falls behind, so it stops one pass later). Exits on a
+    the failing rank's step counter falls behind, so it stops one pass later; where that
+    earlier exit is reported itself, a step counter behind it adds no finding: one cause, one
+    finding). Exits on a
     rank predicate (`if accelerator.is_main_process: break`) are reported by AL301 at the
     collective the other ranks then wait in.
     Not flagged: uniform counters (`if completed_steps >= max_train_steps: break`); what a
@@ -231,6 +233,25 @@ class RankDivergentExit(Rule):
         """,
     ]
     INVALID = [
+        # the skip is the cause; the step counter it leaves behind adds no second finding
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, loader = accelerator.prepare(torch.nn.Linear(4, 1), optimizer, loader)
+        step = 0
+        for batch in loader:
+            loss = model(batch).mean()
+            if torch.isnan(loss):
+                continue  # expect: AL303
+            accelerator.backward(loss)
+            optimizer.step()
+            step += 1
+            if step % 100 == 0:
+                accelerator.wait_for_everyone()
+            if step >= 1000:
+                break
+        """,
         # a rank with a NaN loss skips the backward (the gradient all-reduce) the others run
         """\
         import torch
@@ -327,7 +348,7 @@ class RankDivergentExit(Rule):
                 continue  # expect: AL303
             step += 1
             if step >= max_steps:
-                break  # expect: AL303
+                break  # (the counter behind that exit: the same cause, reported there)
         """,
         """\
         import torch
@@ -422,6 +443,9 @@ def _skipped_collectives(model: FileModel) -> Iterable[Finding]:
             continue
         if not model.rank_data.varies(branch.test) or _structural(branch.test) or not _reads_values(model, branch.test):
             continue
+        behind = model.rank_data.exit_behind(branch.test)
+        if behind is not None and _counter(model, behind[0], branch.test) and _reported_exit(model, behind[1]):
+            continue  # a counter behind an earlier exit this rule reports: one cause, one finding
         if model.under_rank_condition(branch) or not model.runs_on_every_rank(model.scope_of(branch)):
             continue  # code only some ranks run: its collectives are AL301's
         side, kinds = (branch.body, then_kinds - other_kinds) if then_kinds - other_kinds \
@@ -537,11 +561,49 @@ def _is_collective(model: FileModel, call: cst.Call) -> bool:
     return value is not None and value.kind == "model" and value.prepared == YES
 
 
+def _counter(model: FileModel, name: str, where: cst.CSTNode) -> bool:
+    """``name`` is a step counter in ``where``'s function: every rank advances it by the same
+    constant (``step += 1``) and it is bound otherwise only to a literal (``step = 0``), so it
+    differs between ranks only by the passes a rank left early, not by its data."""
+    scope = model.scope_of(where)
+    root = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    advanced = False
+    for node in model.index.walk(root):
+        if isinstance(node, cst.AugAssign) and model.code(node.target) == name:
+            if not isinstance(node.value, cst.Integer):
+                return False
+            advanced = True
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and any(model.code(t) == name for t in (
+                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target])):
+            if not isinstance(node.value, cst.Integer):
+                return False
+    return advanced
+
+
+def _reported_exit(model: FileModel, exit_node: cst.CSTNode, depth: int = 0) -> bool:
+    """``exit_node`` (a ``continue``/``break`` some ranks take) is one the rule reports itself:
+    in a loop with collectives that every rank runs, on a rank-local reason. A value that falls
+    behind because of it adds no second cause: on the passes that skip no collective the
+    counters still agree at every collective the ranks pair."""
+    loop = model.enclosing_loop(exit_node)
+    if loop is None or depth > 3 or not _has_collectives(model, loop):
+        return False
+    if model.rank_guard_of(loop) is not None or not model.runs_on_every_rank(model.scope_of(loop)):
+        return False
+    if isinstance(exit_node, cst.Continue):
+        body = list(model.index.walk(loop.body))
+        index = next((i for i, n in enumerate(body) if n is exit_node), None)
+        if index is None or not (any(isinstance(later, cst.Call) and _is_collective(model, later)
+                                     for later in body[index + 1:]) or _skipped_by_the_exception(model, exit_node, loop)):
+            return False
+    return _rank_local_reason(model, exit_node, loop, depth + 1) is not None
+
+
 def _has_collectives(model: FileModel, loop) -> bool:
     return any(_is_collective(model, c) for c in model.calls_in(loop.body))
 
 
-def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> tuple[cst.CSTNode, str] | None:
+def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop, depth: int = 0) -> tuple[cst.CSTNode, str] | None:
     """Why the exit is rank-local: the ``if`` test or ``except`` clause that leads to it, and
     what makes it differ between ranks."""
     for parent in model.ancestors(node):
@@ -563,6 +625,8 @@ def _rank_local_reason(model: FileModel, node: cst.CSTNode, loop) -> tuple[cst.C
                                   f"only,")
                 if behind is not None:
                     name, left = behind
+                    if _counter(model, name, test) and _reported_exit(model, left, depth):
+                        return None  # one cause, reported where it is: that earlier exit
                     return test, (f"`{model.code(test)}`, and `{name}` falls behind on a rank that left an "
                                   f"earlier pass early (line {model.line_of(left)})")
                 return test, f"`{model.code(test)}`, computed from this rank's own data"

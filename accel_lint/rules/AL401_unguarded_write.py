@@ -210,6 +210,17 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
     ]
     INVALID = [
         """
+import joblib
+from accelerate import Accelerator
+from peft import LoraConfig, get_peft_model
+accelerator = Accelerator()
+model = get_peft_model(base_model, LoraConfig(r=8))
+model, optimizer = accelerator.prepare(model, optimizer)
+train(model, optimizer)
+accelerator.unwrap_model(model).save_pretrained("adapter")  # expect: AL401
+joblib.dump(accelerator.gather(scores), "scores.joblib")  # expect: AL401
+""",
+        """
 from accelerate import Accelerator
 from datasets import load_dataset
 accelerator = Accelerator()

@@ -61,6 +61,22 @@ class UnguardedTracker(Rule):
     summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
 
     VALID = [
+        # one caller logs from the main process only, the other never logs
+        """\
+        import wandb
+        from accelerate import Accelerator
+        def evaluate(model, loader, log_flag=True):
+            score = sum(model(batch).mean().item() for batch in loader)
+            if log_flag:
+                wandb.log({"score": score})
+            return score
+        accelerator = Accelerator()
+        model, loader = accelerator.prepare(build_model(), loader)
+        if accelerator.is_main_process:
+            wandb.init(project="demo")
+        evaluate(model, loader, log_flag=False)
+        evaluate(model, loader, log_flag=True if accelerator.is_main_process else False)
+        """,
         # the flag the caller passes is a rank predicate, spelled as a conditional expression
         """\
         import wandb
