@@ -296,6 +296,24 @@ for epoch in range(epochs):
         """,
     ]
     INVALID = [
+        # a plateau scheduler's argument is the metric: each of the N steps counts the epoch again
+        """
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+accelerator = Accelerator()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.Adam(model.parameters())
+scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=10)
+loader = DataLoader(train_set, batch_size=8, shuffle=True)
+model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+for epoch in range(100):
+    for batch in loader:
+        accelerator.backward(model(batch).mean())
+        optimizer.step()
+        optimizer.zero_grad()
+    scheduler.step(evaluate(model))  # expect: AL202
+""",
         # a warmup then a cosine, chained and prepared: the cosine's horizon is the loop's count
         """
 import torch
@@ -603,11 +621,11 @@ def _epoch_stepped(model: FileModel):
     for call in model.index.calls:
         if type(call.func) is not cst.Attribute or call.func.attr.value != "step":
             continue
-        if call.args:
-            continue  # `scheduler.step(epoch)`: each of the N steps sets the same epoch
         value = model.value_at(call.func.value)
         if value is None or value.kind != "scheduler" or value.prepared != YES or value.container:
             continue
+        if _sets_the_epoch(model, call, value):
+            continue  # `scheduler.step(epoch)`: each of the N steps sets the same epoch
         if any(type(o) is cst.Call and (model.code(o.func)).rsplit(".", 1)[-1] == "DummyScheduler"
                for o in value.origins()):
             continue  # DeepSpeed's engine steps its own scheduler; the wrapper's step() does nothing
@@ -629,6 +647,17 @@ def _epoch_stepped(model: FileModel):
         found = _pass_before(model, call, set(around))
         if found is not None:
             yield call, *found
+
+
+def _sets_the_epoch(model: FileModel, call: cst.Call, value) -> bool:
+    """``scheduler.step(epoch)``: the call names the epoch, so repeating it changes nothing. A
+    ``ReduceLROnPlateau``'s first argument is the metric (``step(val_loss)``), which each of the
+    N steps counts again; only its ``epoch=`` (or second argument) names the epoch."""
+    plateau = any(isinstance(o, cst.Call) and (model.index.imports.qualify_expr(o.func) or model.code(o.func))
+                  .endswith("ReduceLROnPlateau") for o in value.origins())
+    positional = [a for a in call.args if a.keyword is None]
+    named = any(a.keyword is not None and a.keyword.value == "epoch" for a in call.args)
+    return named or len(positional) >= (2 if plateau else 1)
 
 
 def _optimizer_step(model: FileModel, call: cst.Call) -> bool:

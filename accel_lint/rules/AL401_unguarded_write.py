@@ -35,7 +35,10 @@ class UnguardedWrite(Rule):
     is not None or ...`), the write is flagged as racing there. Not flagged: calls made safe on every rank by a keyword (`os.makedirs(d, exist_ok=True)`,
     `shutil.rmtree(d, ignore_errors=True)`), a directory creation inside a `try` that catches
     `FileExistsError` (or `OSError`, `Exception`), and appending (`open(log, "a")`: the lines
-    interleave, nothing is truncated); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`,
+    interleave, nothing is truncated); a file per item of a loop over a loader the function is
+    handed (`for batch in loader: np.save(f"{out}/{batch['name'][0]}.npy", ...)`: each rank
+    writes its own items' files when the caller's loader is prepared, the same ones when it is
+    not: unknown); paths that contain the rank (`f"out_{accelerator.process_index}.pt"`,
     also passed to a helper that writes its parameter, or bound to such a name on one branch
     (`if accelerator is not None: path = f"..._{rank}.json"`: unknown); paths inside a directory this rank created
     exclusively, `d.mkdir()` or `os.makedirs(d)` without `exist_ok` outside a `try`, where a second
@@ -89,6 +92,20 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        # one file per sample of the loader the caller hands in (prepared there or not: unknown)
+        """\
+        import numpy as np
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        def dump_predictions(model, loader, out_dir):
+            for batch in loader:
+                preds = loader.dataset.denormalize(model(batch["x"]).detach().cpu().numpy())
+                names = batch["name"]
+                for i in range(len(names)):
+                    np.save(f"{out_dir}/{names[i]}.npy", preds[i])
+        model = accelerator.prepare(build_model())
+        dump_predictions(model, make_eval_loader(), "predictions")
+        """,
         # switched off by hand: `False and ...` never runs its block
         """\
         import torch
@@ -350,6 +367,8 @@ if args.use_deepspeed or accelerator.is_main_process:
                 continue  # a directory this rank created exclusively: the creation is the race
             if write.path is not None and _in_memory(model, write.path):
                 continue  # `torch.save(t, buffer)` into an io.BytesIO: no file
+            if write.path is not None and _from_items_of_a_parameter(model, write.path):
+                continue  # a file per item of a loader the caller hands in: sharded or not is unknown
             if write.path is not None and model.rank_data.varies(write.path):
                 # a path computed from this rank's own data (a sample's cache file): each rank
                 # writes its own files
@@ -475,6 +494,41 @@ def _names_the_device(model: FileModel, expr: cst.CSTNode) -> bool:
                or (type(node) is cst.FormattedStringExpression and type(node.expression) in (cst.Name, cst.Attribute)
                    and model.is_accelerator_device(node.expression))  # `f"..._on_{device}.csv"`: "cuda:1"
                for node in model.index.walk(expr))
+
+
+def _from_items_of_a_parameter(model: FileModel, path: cst.BaseExpression) -> bool:
+    """The path reads an item of a loop over a parameter of the function that it uses as a
+    loader (it reads its ``.dataset``; ``for batch in loader:`` ... ``name = batch[-1]`` ...
+    ``np.save(f"{out}/{name[i]}.npy", ...)``): each rank
+    writes the files of the items it iterates, which differ between ranks when the caller's
+    loader is prepared and not otherwise. What the caller passes is not known here."""
+    scope = model.scope_of(path)
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    params = {p.name.value for p in model.index.functions[scope].params} if scope in model.index.functions else set()
+    loops = [a for a in model.ancestors(path) if isinstance(a, cst.For)]
+    # (a parameter used as a loader: the function reads its `.dataset`, `.sampler`, `.batch_size`)
+    loaders = {n.value.value for n in model.index.walk(scope.body) if isinstance(n, cst.Attribute)
+               and isinstance(n.value, cst.Name) and n.value.value in params
+               and n.attr.value in ("dataset", "sampler", "batch_sampler", "batch_size")}
+    names: set[str] = set()
+    for loop in loops:
+        iterable = model.iterated_source(loop.iter)
+        if isinstance(iterable, cst.Name) and iterable.value in loaders:
+            names |= {n.value for n in model.index.walk(loop.target) if isinstance(n, cst.Name)}
+    if not names:
+        return False
+    assigns = [n for loop in loops for n in model.index.walk(loop.body) if isinstance(n, cst.Assign)]
+    grew = True
+    while grew:  # what the loop body computes from the item
+        grew = False
+        for assign in assigns:
+            if any(isinstance(n, cst.Name) and n.value in names for n in model.index.walk(assign.value)):
+                new = {n.value for t in assign.targets for n in model.index.walk(t.target) if isinstance(n, cst.Name)}
+                if new - names:
+                    names |= new
+                    grew = True
+    return any(isinstance(n, cst.Name) and n.value in names for n in model.index.walk(path))
 
 
 def _in_memory(model: FileModel, path: cst.BaseExpression) -> bool:

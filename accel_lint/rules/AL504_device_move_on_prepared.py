@@ -30,7 +30,10 @@ class DeviceMoveOnPrepared(Rule):
     prepared (a frozen VAE moved with `.to(accelerator.device, dtype=weight_dtype)`);
     a warning-variant move after the training of its function (a backward pass runs earlier in
     the function and none later: `unet = unet.to(torch.float32)` before saving the weights, where
-    no wrapper hook runs again); batches (not tracked yet).
+    no wrapper hook runs again); a cast to float32 (`.float()`, `.to(torch.float32)`) of a model
+    whose parameters are float32 already (not made with another `torch_dtype=`, not cast to half
+    before `prepare`, not prepared by an accelerator given a DeepSpeed plugin); batches (not
+    tracked yet).
 
     ## Why is this bad?
     DDP registers its gradient hooks on the parameters it wrapped; torch's DDP documentation
@@ -62,6 +65,17 @@ class DeviceMoveOnPrepared(Rule):
     summary = ".cuda()/.half()/.to(...) on a prepared model: the wrapper already placed it"
 
     VALID = [
+        # float32 parameters cast to float32: nothing changes
+        """\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator(mixed_precision="bf16")
+        model, optimizer, loader = accelerator.prepare(torch.nn.Linear(4, 1), optimizer, loader)
+        model = model.to(torch.float32)
+        for batch in loader:
+            accelerator.backward(model(batch).mean())
+            optimizer.step()
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -91,6 +105,18 @@ class DeviceMoveOnPrepared(Rule):
         """,
     ]
     INVALID = [
+        """
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+accelerator = Accelerator()
+model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.bfloat16)
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+model.float()  # expect: AL504
+for batch in loader:
+    accelerator.backward(model(**batch).loss)
+    optimizer.step()
+""",
         """\
         import torch
         from accelerate import Accelerator
@@ -156,6 +182,8 @@ class DeviceMoveOnPrepared(Rule):
             evidence = tuple(model.value_evidence(func.value))
             if method in _CHANGES_PARAMETERS and model.after_training(call):
                 continue  # after the last training step (a cast before saving): no wrapper hook runs again
+            if _to_float32_only(model, call) and not _may_hold_reduced_precision(model, value):
+                continue  # `.float()` of parameters already in float32: nothing changes
             if method in _CHANGES_PARAMETERS:
                 effect = _EFFECTS[method]
                 yield Finding(call, f"`{name}.{method}()` on a prepared model {effect}; `prepare()` already placed it "
@@ -173,6 +201,38 @@ class DeviceMoveOnPrepared(Rule):
                     yield Finding(call, f"`{name}.to({', '.join(targets)})` on a prepared model changes the parameters "
                                         f"under the wrapper, whose hooks and placement then no longer match; "
                                         f"`prepare()` already placed it", evidence=evidence)
+
+
+_FLOAT32 = frozenset({"torch.float32", "torch.float"})
+
+
+def _to_float32_only(model: FileModel, call: cst.Call) -> bool:
+    """``m.float()``, ``m.to(torch.float32)`` or ``m.to(accelerator.device, dtype=torch.float32)``:
+    a cast to float32 and at most a move to the accelerator's own device."""
+    if call.func.attr.value == "float":
+        return True
+    if call.func.attr.value != "to" or not call.args:
+        return False
+    dtypes = [a for a in call.args if (model.index.imports.qualify_expr(a.value) or model.code(a.value)) in _FLOAT32]
+    others = [a for a in call.args if a not in dtypes]
+    return bool(dtypes) and all(a.keyword is None and model.is_accelerator_device(a.value) for a in others)
+
+
+def _may_hold_reduced_precision(model: FileModel, value) -> bool:
+    """The prepared model's parameters may be in another precision than float32: it was made
+    with a ``torch_dtype=``/``dtype=`` other than float32, cast to half before ``prepare``
+    (``unwrapped`` or not), or DeepSpeed's engine (given a plugin) holds it in its own."""
+    for origin in value.origins():
+        if isinstance(origin, cst.Call):
+            for arg in origin.args:
+                if arg.keyword is not None and arg.keyword.value in ("torch_dtype", "dtype") and \
+                        (model.index.imports.qualify_expr(arg.value) or model.code(arg.value)) not in _FLOAT32:
+                    return True
+            if isinstance(origin.func, cst.Attribute) and origin.func.attr.value in ("half", "bfloat16"):
+                return True
+    prepare = value.prepared_at
+    return isinstance(prepare, cst.Call) and isinstance(prepare.func, cst.Attribute) and \
+        model.built_for_deepspeed(prepare.func.value)
 
 
 def _moved_elsewhere(model: FileModel, call: cst.Call) -> bool:
