@@ -400,6 +400,15 @@ GIT_CORPORA = {
     "confit-protein": ("luo-group/ConFit", "7f5a453e4ff3ffc37a2cd04449cd571973382fd9", None),
     "cine-fm": ("matt-bendel/CINE-FM", "77145ec23908ac47efbc6648391142bdb0a38684", None),
     "finstar": ("seunghan96/FinSTaR", "99e438ec54cdcdcfaeac483d7eeffab76b9f517c", None),
+    # batch 36 (2026-11-29, nineteenth session): first contact recorded at b0cc07e, after batch 35's fixes
+    "s-plm": ("duolinwang/S-PLM", "d27da1b18ea864ee617d4d4da87d953580dab0c4", None),
+    "pc2-point-cloud-diffusion": ("lukemelas/projection-conditioned-point-cloud-diffusion", "64fd55a0d00b52735cf02e11c5112374c7104ece", None),
+    "dpmtse": ("haidog-yaqub/DPMTSE", "efe5b3e0fbadb6875b6f9b4b62bb9c1243ca3fe1", None),
+    "toms-net": ("SSongXujie/TOMS-Net", "fc46dfb55369d953bdba4de7c1975effc8246e3d", None),
+    "benetech-mga": ("rbiswasfc/benetech-mga", "237bd0b296b6b40a175a4b52c1e49fb1774c439c", None),
+    "airrep": ("sunnweiwei/AirRep", "f7f2ff1ade0eb6d338a8ab8c2a2f0f874e2237e0", None),
+    "umbrae": ("weihaox/UMBRAE", "ea5dab0042ae0c6d089379f39cdd46cb2973dd00", None),
+    "genret": ("sunnweiwei/GenRet", "a1d80e1506de7e4d5b21afa7c10e08ebff8c104e", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
