@@ -58,6 +58,10 @@ class Config:
     # files the project runs only as one process (``launches.single_process_scripts``): the
     # rules whose harm needs several processes do not report there (applied after the cache)
     single_process_files: frozenset = frozenset()
+    # of those, the files of a project that shows only plain `python` runs of them and no
+    # launch of several processes anywhere (``launches.one_process_project_scripts``): one
+    # process even when written for several
+    one_process_project_files: frozenset = frozenset()
     # files every launch of which the project runs under DeepSpeed (``launches.deepspeed_scripts``):
     # attribute reads on the prepared model are forwarded by DeepSpeed's engine there
     deepspeed_files: frozenset = frozenset()

@@ -72,6 +72,7 @@ class LintResult:
     imports: list = field(default_factory=list)
     passes: list = field(default_factory=list)  # prepared objects passed to imported functions
     path: str = ""
+    one_process: bool = False  # the project runs this file as one process (_apply_launch)
 
 
 def lint_source(source: bytes | str, path: str, config: Config, rules: list[type[Rule]] | None = None,
@@ -395,9 +396,10 @@ def _keep_one_process_findings(result: LintResult, several_processes: Collection
     stay, with their fixes, except on the lines in ``several_processes`` (a notebook's launched
     functions), where every finding stays."""
     kept = {r.code for r in all_rules() if r.holds_in_one_process}
-    # (a torch clip's harm in one process is fp16's scaled gradients: only where a constructor may ask for it)
+    # (a torch clip's harm in one process is fp16's scaled gradients: only where a constructor may
+    # ask for it; an unprepared scheduler's horizon in all ranks' batches is right in one process)
     _keep_findings(result, lambda d: d.code in kept and not (d.code == "AL103" and d.tag != "fp16")
-                   or d.line in several_processes)
+                   and not (d.code == "AL105" and d.tag == "horizon") or d.line in several_processes)
 
 
 def _keep_findings(result: LintResult, keep: Callable[[Diagnostic], bool]) -> None:
@@ -420,12 +422,17 @@ def pins_one_gpu(data: bytes) -> bool:
 
 def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) -> None:
     """A file the project runs as one process (``config.single_process_files``) and that is not
-    written for several, or a file that pins one GPU at import: only the findings of rules whose
+    written for several (or that a project with no launch of several processes anywhere runs
+    with a plain ``python``: ``config.one_process_project_files``), or a file that pins one
+    GPU at import: only the findings of rules whose
     harm exists in one process too (``Rule.holds_in_one_process``) stay, with their fixes. A
     file every launch of which runs under DeepSpeed (``config.deepspeed_files``): no AL501 on
     attribute reads. Applied after the cache."""
-    one_process = path in config.single_process_files and not written_for_several_processes(data)
+    one_process = path in config.single_process_files and (
+        not written_for_several_processes(data)
+        or path in config.one_process_project_files and not starts_processes(data))
     if one_process or pins_one_gpu(data):
+        result.one_process = True
         _keep_one_process_findings(result)
     if path in config.deepspeed_files:
         # every launch runs it under DeepSpeed, whose engine forwards the attributes it lacks to
@@ -950,6 +957,11 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
             if "@guard" in passed:  # the guard's line, in the caller's file
                 line, _, test = passed["@guard"].partition("|")
                 passed = {**passed, "@guard": f"{os.path.relpath(path)}:{line}|{test}"}
+            if r.one_process:
+                # a caller the project runs as one process runs the helper on no several ranks,
+                # and what its `prepare` returned is the bare object (no wrapper, no sharding)
+                passed = {key: kind for key, kind in passed.items() if key not in ("@runs-it", "@unguarded")
+                          and kind not in ("model", "loader", "optimizer", "scheduler")}
             if "@runs-it" in passed:  # the call's line, in the caller's file
                 passed = {**passed, "@runs-it": f"{os.path.relpath(path)}:{passed['@runs-it']}"}
             for candidate in _module_files(here, level, module):

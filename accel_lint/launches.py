@@ -9,7 +9,10 @@ line that names the file runs it with a plain ``python``, and no line runs it un
 that starts several (``accelerate launch``, ``torchrun``, ``deepspeed``, ``srun``, ...) unless the
 line says one (``--num_processes 1``, a config file with ``num_processes: 1``, or one visible GPU,
 ``CUDA_VISIBLE_DEVICES=1``, and no process count or config of its own). A file no command names,
-or named both ways, is unknown, and every rule applies as usual.
+or named both ways, is unknown, and every rule applies as usual. A script written for several
+processes (it trains, tests its rank) is taken at its launch commands' word only where they all
+run it with a plain ``python`` and the project starts no script on several processes anywhere
+(:func:`one_process_project_scripts`).
 """
 
 from __future__ import annotations
@@ -192,6 +195,34 @@ def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[st
     if not verdicts:
         return frozenset()
     return frozenset(file for file, hows in _per_file(verdicts, python_files, MULTI).items() if hows == {SINGLE})
+
+
+def one_process_project_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
+    """Of :func:`single_process_scripts`, the files every command line of which runs them with a
+    plain ``python`` (no launcher, not even one told to start one process), in a project whose
+    command files start no script at all under a launcher of several processes: the project
+    shows only one-process runs (a README's "1 x A100" and ``python train.py``), so a script
+    written for several processes is still run as one there."""
+    verdicts = _read_command_files(root, mentions)
+    if not verdicts or any(MULTI in hows for hows in verdicts.values()):
+        return frozenset()
+    plain = _read_command_files(root, _plain_python_mentions)
+    return frozenset(file for file, hows in _per_file(plain, python_files, MULTI).items() if hows == {SINGLE})
+
+
+def _plain_python_mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str]]:
+    """:func:`mentions`, where a launcher told to start one process counts as not plain python."""
+    found: list[tuple[str, str]] = []
+    for line in _command_lines(text):
+        if ".py" not in line:
+            continue
+        for match in _SCRIPT.finditer(line):
+            before = line[:match.start()]
+            if _MULTI.search(before):
+                found.append((match.group(1), MULTI))
+            elif _PYTHON.search(before):
+                found.append((match.group(1), SINGLE))
+    return found
 
 
 def deepspeed_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:

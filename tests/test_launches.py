@@ -79,19 +79,59 @@ def test_a_script_written_for_several_processes_keeps_every_rule_whatever_its_re
     (tmp_path / "scripts").mkdir()
     training = SCRIPT.replace('print("scoring")', 'accelerator.backward(model(torch.ones(2)).sum())\nprint("scoring")')
     (tmp_path / "scripts" / "eval.py").write_text(training)
-    (tmp_path / "README.md").write_text("python scripts/eval.py\n")
+    # (the project launches several processes elsewhere: the README's line is one way to run it)
+    (tmp_path / "README.md").write_text("python scripts/eval.py\n\naccelerate launch --multi_gpu other.py\n")
     assert "AL401" in _codes(tmp_path)
 
 
-def test_a_training_script_its_job_files_run_with_plain_python_keeps_every_rule(tmp_path: Path):
-    """`python train.py` in a job file is how the author ran it, not the only way: a script
-    written for several processes (it trains) keeps every rule (the triage of the corpora counts
-    such findings true: SES-Adapter's and LKGD's `python train.py` jobs, for example)."""
+def test_a_training_script_of_a_project_that_launches_nothing_on_several_processes_is_one_process(tmp_path: Path):
+    """`python train.py` is how the project runs its training script, and nothing in the
+    project starts any script on several processes: one process, whatever the script is written
+    for. One launch of several processes anywhere in the project (here of another script), or a
+    launcher told to start one, and the `python` line is one way to run it: every rule stays."""
     (tmp_path / "scripts").mkdir()
     training = SCRIPT.replace('print("scoring")', 'accelerator.backward(model(torch.ones(2)).sum())\nprint("scoring")')
     (tmp_path / "scripts" / "eval.py").write_text(training)
-    (tmp_path / "launch.slurm").write_text("#SBATCH --gres=gpu:1\npython scripts/eval.py --lr 1e-3\n")
+    (tmp_path / "scripts" / "other.py").write_text("print('other')\n")
+    (tmp_path / "README.md").write_text("Trained on 1 GPU: `python scripts/eval.py --lr 1e-3`\n")
+    assert _codes(tmp_path) == []
+    (tmp_path / "multi.sh").write_text("accelerate launch --multi_gpu scripts/other.py\n")
     assert "AL401" in _codes(tmp_path)
+    (tmp_path / "multi.sh").unlink()
+    (tmp_path / "one.sh").write_text("torchrun --nproc_per_node 1 scripts/eval.py\n")
+    assert "AL401" in _codes(tmp_path)
+
+
+def test_a_helper_of_another_module_called_only_from_a_one_process_script_is_not_run_on_every_rank(tmp_path: Path):
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""\
+        import torch
+
+        def save_checkpoint(state, path):
+            torch.save(state, path)
+
+        def first_layer(model):
+            return model.fc
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from helpers import first_layer, save_checkpoint
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(2, 2)
+
+        accelerator = Accelerator()
+        model, optimizer = accelerator.prepare(Net(), optimizer)
+        accelerator.backward(model(torch.ones(2)).sum())
+        layer = first_layer(model)
+        save_checkpoint(layer.state_dict(), "last.pt")
+    """))
+    (tmp_path / "README.md").write_text("python train.py\n")
+    assert _codes(tmp_path) == []  # (there `prepare` returned the bare model: `.fc` is there)
+    (tmp_path / "README.md").write_text("python train.py\naccelerate launch --multi_gpu train.py\n")
+    assert {"AL401", "AL501"} <= set(_codes(tmp_path))
 
 
 def test_a_torch_clip_in_a_single_process_script_reports_only_where_a_constructor_may_ask_for_fp16(tmp_path: Path):

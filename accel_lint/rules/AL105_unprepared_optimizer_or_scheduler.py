@@ -161,7 +161,7 @@ class UnpreparedOptimizerOrScheduler(Rule):
                     yield Finding(call, f"`{name}` is sized from `len({loader})` before `prepare()` (all ranks' "
                                         f"batches) but never prepared, so it steps once per update on each rank and "
                                         f"reaches only 1/num_processes of its schedule; prepare it with the model",
-                                  evidence=tuple(evidence + model.length_evidence(length)))
+                                  evidence=tuple(evidence + model.length_evidence(length)), tag="horizon")
                 continue
             yield Finding(call, f"`{name}` ({value.kind}) is stepped in the training loop but never passed to "
                                 f"`{acc}.prepare()`: it steps on every accumulation micro-step and skips the fp16 "
