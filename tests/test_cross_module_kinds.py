@@ -1214,3 +1214,32 @@ def test_a_subclass_of_accelerator_is_an_accelerator_in_its_module_and_in_those_
     """))
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 6, "AL302")], found
+
+
+def test_a_tracker_started_by_a_helper_of_an_accelerate_module_is_reported_where_every_rank_calls_it(tmp_path: Path):
+    """A utilities module that also unwraps models (an Accelerate module) returns a TensorBoard
+    writer it makes: the script that calls it on every rank starts one writer per rank."""
+    (tmp_path / "utils.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.tensorboard import SummaryWriter
+
+
+        def prepare_tensorboard(path):
+            return SummaryWriter(path)
+
+
+        def save_weights(accelerator: Accelerator, model, path):
+            accelerator.save(accelerator.unwrap_model(model).state_dict(), path)
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        from utils import prepare_tensorboard
+        accelerator = Accelerator()
+        model = accelerator.prepare(torch.nn.Linear(2, 2))
+        writer = prepare_tensorboard("runs")
+        writer.add_scalar("loss", 1.0, 0)
+    """))
+    _, found = json_findings("--no-cache", ".", cwd=tmp_path)
+    assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 6, "AL402")], found

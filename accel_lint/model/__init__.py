@@ -730,10 +730,9 @@ class FileModel:
     def tracker_starting_names(self) -> dict[str, str]:
         """Module-level functions and classes that start an experiment tracker's run (the library
         table's ``trackers`` with ``starts``) whenever they are called, as ``downloading_names``
-        finds downloads: name -> ``"<the call>|<line>"``. Only from a module with no Accelerate in
-        it: an Accelerate module's own tracker calls are reported where they are."""
-        if self.is_accelerate_file:
-            return {}
+        finds downloads: name -> ``"<the call>|<line>"``. From an Accelerate module, only the
+        functions nothing in it calls (``prepare_tensorboard(path)`` of a utilities module that
+        also unwraps models): its own calls of the others are reported where they are."""
         spelled = {part for name in self.library.tracker_starts for part in (name.split(".")[0], name.rsplit(".", 1)[-1])}
         if not spelled & self.index.identifiers:
             return {}  # no tracker named in the module: nothing to follow
@@ -741,7 +740,11 @@ class FileModel:
         def starts(call: cst.Call) -> str | None:
             qualified = self.index.imports.qualify_expr(call.func) or ""
             return qualified if qualified in self.library.tracker_starts else None
-        return self._names_reaching(starts)
+        found = self._names_reaching(starts)
+        if self.is_accelerate_file:
+            found = {name: where for name, where in found.items()
+                     if (fn := self.index.module_functions.get(name)) is not None and not self.index.call_sites(fn)}
+        return found
 
     def print_replacing_names(self) -> dict[str, str]:
         """Module-level functions that rebind ``builtins.print`` in their body (torchvision's

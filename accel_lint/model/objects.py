@@ -241,6 +241,11 @@ def _subscript_of(expr: cst.BaseExpression, base: str, key: str) -> bool:
         and expr.slice[0].slice.value.value == key
 
 
+def _other_items(base: str) -> str:
+    """The environment key of what the items of ``base`` not assigned by their own key hold."""
+    return f"{base}[*]"
+
+
 def _forget_items(base: str | None, env: Env) -> None:
     """The items known by key of the container ``base`` holds are unknown from here: an
     unknown value, not an absent key, so that a join with a path that still knows them stays
@@ -981,6 +986,10 @@ class ObjectTracker:
                 known = item_of(base, _item_name(expr))
                 if known is not None:
                     return known  # `parts["model"]` of `parts = build()`, which returns a dict display
+                owner = dotted_name(expr.value)
+                rest = self.lookup(_other_items(owner), env, self._scope) if base is None and owner else None
+                if rest is not None:
+                    return rest  # `loaders["test"]` after `loaders["train"] = prepare(...)`: as before
             if base is not None and base.container:
                 return replace(base, container=False, origin=expr if base.origin is not None else None, items=None)
             return None
@@ -1679,6 +1688,9 @@ class ObjectTracker:
             if base is not None and base in env and env[base].container:
                 held = env[base]
                 del env[base]
+                if item is not None:
+                    # the items not assigned by their own key still hold what the container held
+                    env[_other_items(base)] = replace(held, container=False, items=None)
                 if item is None and value is not None and value.kind is not None and not value.is_acc \
                         and not value.container and (_empty(held) or held.kind == value.kind):
                     # `loaders[split] = DataLoader(...)` in a loop: a container of loaders

@@ -156,6 +156,26 @@ class GatherNotForMetrics(Rule):
         """,
     ]
     INVALID = [
+        # loaders of one dict prepared in two calls: each item keeps what it is
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        def make_loaders(datasets):
+            train = DataLoader(datasets["train"], batch_size=8, shuffle=True)
+            valid = DataLoader(datasets["valid"], batch_size=8)
+            test = DataLoader(datasets["test"], batch_size=8)
+            return {"train": train, "valid": valid, "test": test}
+        accelerator = Accelerator()
+        loaders = make_loaders(datasets)
+        loaders["train"], loaders["valid"] = accelerator.prepare(loaders["train"], loaders["valid"])
+        loaders["test"] = accelerator.prepare(loaders["test"])
+        model = accelerator.prepare(torch.nn.Linear(4, 2))
+        model.eval()
+        with torch.no_grad():
+            for x, y in loaders["test"]:
+                metric.update(accelerator.gather(model(x)), y)  # expect: AL203
+        """,
         # each gathered row appended one by one
         """\
         import torch
