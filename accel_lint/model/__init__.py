@@ -2089,10 +2089,45 @@ class FileModel:
             return cached
         return self._runs_on_every_rank(scope, _seen)
 
+    @cached_property
+    def _script_without_an_accelerator(self) -> bool:
+        """The file is a script (``if __name__ == "__main__":``) whose module code builds no
+        accelerator and calls no function of the file that reaches one: ``main()`` builds it but
+        the entry point runs only ``encode()``. Run as a script it is no Accelerate program, and
+        what its module code calls runs on no several ranks. (Unknown, so not so, where other
+        modules call into it or hand it an accelerator.)"""
+        constructors = self.objects.acc_constructors
+        if not constructors or self.incoming or any(
+                kind == ACCELERATOR_FACTORY for ops in self.external.values() for kind, _ in ops):
+            return False
+        module = self.index.module
+        if not any(type(node) is cst.If and type(node.test) is cst.Comparison and self.index._is_main_test(node.test)
+                   for node in module.body):
+            return False
+        homes = {self.scope_of(c) for c in constructors}
+        if module in homes:
+            return False
+        for call in self.index.calls:
+            if self.scope_of(call) is not module:
+                continue
+            fn = self.index.resolve_call(call) or self.index.constructor_of(call)
+            if fn is None:
+                if any((v := self.objects.values.get(a.value)) is not None and v.is_acc for a in call.args):
+                    return False
+                continue
+            if any(fn is home or (type(home) is cst.FunctionDef and self.index.reaches(fn, home)) for home in homes):
+                return False
+        return True
+
     def _runs_on_every_rank(self, scope: ScopeNode, _seen: frozenset = frozenset()) -> bool:
         if self.ops.function_guard(scope) is not None:
             return False
         sites = self.ops.call_sites(scope)
+        if sites and self._script_without_an_accelerator:
+            # (module code of a script whose entry point builds no accelerator: one process)
+            sites = [site for site in sites if self.scope_of(site) is not self.index.module]
+            if not sites:
+                return False
         constructions = [] if sites else self.constructions_of(scope)
         if constructions:
             # a class's __init__: it runs wherever the class is built. Built under a rank guard

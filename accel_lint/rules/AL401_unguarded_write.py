@@ -92,6 +92,21 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        # the script's entry point runs `encode()`, which builds no accelerator: one process
+        """\
+        import torch
+        from accelerate import Accelerator
+        def train():
+            accelerator = Accelerator()
+            model = accelerator.prepare(build_model())
+            if accelerator.is_main_process:
+                torch.save(model.state_dict(), "model.pt")
+        def encode(name):
+            embeddings = embed_corpus(name)
+            torch.save(embeddings, f"embeddings/{name}.pt")
+        if __name__ == "__main__":
+            encode("corpus")
+        """,
         # one file per sample of the loader the caller hands in (prepared there or not: unknown)
         """\
         import numpy as np
