@@ -671,3 +671,23 @@ def test_a_pass_of_a_loop_body_just_before_the_loop_is_the_same_as_one_just_afte
     # a different op before the loop, or a body with structure in it, stays where it is
     assert _rotated(["GATHER", "(L1", "BARRIER", ")"]) == ["GATHER", "(L1", "BARRIER", ")"]
     assert _rotated(["BARRIER", "(L1", "(L2", ")", "BARRIER", ")"]) == ["BARRIER", "(L1", "(L2", ")", "BARRIER", ")"]
+
+
+def test_what_a_sampler_expression_makes_is_computed_once_per_expression(monkeypatch):
+    """Helpers that return other helpers' samplers on two paths fan out: each expression is
+    read once (a torchdistill-like tree took 150 s in `sharding_sampler_functions` before)."""
+    import libcst as cst
+
+    from accel_lint.model import FileModel
+
+    lines = ["from torch.utils.data import DistributedSampler", "def make0(ds, flag):",
+             "    return DistributedSampler(ds) if flag else None"]
+    for i in range(1, 12):
+        lines += [f"def make{i}(ds, flag):", f"    return make{i - 1}(ds, flag) if flag else make{i - 1}(ds, not flag)"]
+    model = FileModel(cst.parse_module("\n".join(lines) + "\n"))
+    calls = []
+    original = FileModel._made_sampler_shards_uncached
+    monkeypatch.setattr(FileModel, "_made_sampler_shards_uncached",
+                        lambda self, origin, depth: calls.append(origin) or original(self, origin, depth))
+    assert "make11" in model.sharding_sampler_functions() or "make3" in model.sharding_sampler_functions()
+    assert len(calls) == len(set(map(id, calls))) <= 60

@@ -517,6 +517,18 @@ class FileModel:
         return _shards_on_some_path(self._made_sampler_shards(origin, _depth) for origin in origins)
 
     def _made_sampler_shards(self, origin: cst.CSTNode, depth: int) -> bool | None | str:
+        """What ``origin`` makes, as ``sampler_shards`` reads it; computed once per expression (the
+        returns of helpers that call helpers fan out: without it, 10^8 calls on one tree)."""
+        if depth > 8:
+            return None  # (not remembered: a shallower read may still tell)
+        memo = self.__dict__.setdefault("_sampler_memo", {})
+        if origin in memo:
+            return memo[origin]  # (None while it is being computed: a cycle is unknown)
+        memo[origin] = None
+        found = memo[origin] = self._made_sampler_shards_uncached(origin, depth)
+        return found
+
+    def _made_sampler_shards_uncached(self, origin: cst.CSTNode, depth: int) -> bool | None | str:
         if depth > 8:
             return None
         if type(origin) is cst.Name and origin.value == "None":
