@@ -258,7 +258,7 @@ class FileModel:
 
     @cached_property
     def ranks(self) -> RankEvaluator:
-        return RankEvaluator(self.index, self.objects)
+        return RankEvaluator(self.index, self.objects, self.is_accelerator_device)
 
     # -- file-level gates ---------------------------------------------------------------
     @cached_property

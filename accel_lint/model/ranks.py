@@ -69,9 +69,11 @@ _CMP = {
 class RankEvaluator:
     """Evaluates conditions per rank class; decides which conditions are rank-dependent."""
 
-    def __init__(self, index: FileIndex, objects: ObjectTracker) -> None:
+    def __init__(self, index: FileIndex, objects: ObjectTracker, is_accelerator_device=lambda expr: False) -> None:
         self.index = index
         self.objects = objects
+        # (``accelerator.device``, or a name bound to it: its ``.index`` is the local rank on GPUs)
+        self._is_accelerator_device = is_accelerator_device
         self.defines_local_rank_arg = bool({"--local_rank", "--local-rank"} & index.string_literals)
         self._memo: dict[tuple[int, str], Any] = {}
         self._rank_memo: dict[cst.CSTNode, bool] = {}
@@ -219,6 +221,8 @@ class RankEvaluator:
                 return cls.pi == 0
             if attr == "local_rank" and self.defines_local_rank_arg and self._parsed_arguments(expr.value):
                 return cls.li
+            if attr == "index" and self._is_accelerator_device(expr.value):
+                return cls.li  # the accelerator's `cuda:<local rank>` device (on CPU it is None)
         prop = self.index.resolve_property(expr)
         if prop is not None:  # `if self.is_main:` with `def is_main(self): return ...is_main_process`
             exprs = self.objects.summaries[prop].return_exprs

@@ -64,6 +64,14 @@ class PerRankPrint(Rule):
     summary = "print()/tqdm() that every rank runs: the output repeats once per process"
 
     VALID = [
+        # the index of the accelerator's device is the local rank: each rank says which part it tests
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(build_model())
+        held_out = accelerator.device.index
+        print(held_out)
+        """,
         # a nested function reads its enclosing function's `print`, bound to the accelerator's
         """\
         from accelerate import Accelerator
