@@ -241,7 +241,7 @@ def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> C
     repository that holds them."""
     from dataclasses import replace
 
-    from .launches import deepspeed_scripts, one_process_project_scripts, single_process_scripts
+    from .launches import command_texts, deepspeed_scripts, one_process_project_scripts, single_process_scripts
 
     folders = [Path(a).resolve() if Path(a).is_dir() else Path(a).resolve().parent for a in arguments]
     folders = [f for f in folders if f.exists()]
@@ -254,9 +254,10 @@ def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> C
         top = repository
     elif top != project and project in top.parents and (project / "pyproject.toml").is_file():
         top = project  # the project's folder holds the linted one
-    return replace(config, single_process_files=single_process_scripts(top, files),
-                   one_process_project_files=one_process_project_scripts(top, files),
-                   deepspeed_files=deepspeed_scripts(top, files))
+    commands = command_texts(top)  # (the tree's command files, read once for the three questions)
+    return replace(config, single_process_files=single_process_scripts(top, files, commands),
+                   one_process_project_files=one_process_project_scripts(top, files, commands),
+                   deepspeed_files=deepspeed_scripts(top, files, commands))
 
 
 def _repository_root(start: Path) -> Path:

@@ -395,11 +395,8 @@ def _keep_one_process_findings(result: LintResult, several_processes: Collection
     """Only the findings of rules whose harm exists in one process too (``Rule.holds_in_one_process``)
     stay, with their fixes, except on the lines in ``several_processes`` (a notebook's launched
     functions), where every finding stays."""
-    kept = {r.code for r in all_rules() if r.holds_in_one_process}
-    # (a torch clip's harm in one process is fp16's scaled gradients: only where a constructor may
-    # ask for it; an unprepared scheduler's horizon in all ranks' batches is right in one process)
-    _keep_findings(result, lambda d: d.code in kept and not (d.code == "AL103" and d.tag != "fp16")
-                   and not (d.code == "AL105" and d.tag == "horizon") or d.line in several_processes)
+    kept = {r.code: r.several_process_variants for r in all_rules() if r.holds_in_one_process}
+    _keep_findings(result, lambda d: d.code in kept and d.tag not in kept[d.code] or d.line in several_processes)
 
 
 def _keep_findings(result: LintResult, keep: Callable[[Diagnostic], bool]) -> None:

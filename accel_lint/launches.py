@@ -95,20 +95,27 @@ def _config_setting(line: str, folders: list[Path], setting: re.Pattern) -> str 
     return None
 
 
-def launch_backends(text: str, folders: list[Path] | None = None) -> list[tuple[str, str | None]]:
-    """(script path as written, ``"DEEPSPEED"`` or ``None``) for every command line that runs a
-    ``.py`` under a launcher: whether that launch runs it under DeepSpeed."""
-    found: list[tuple[str, str | None]] = []
+def _runs(text: str):
+    """(script as written, the command before it, the whole line) for every ``.py`` that a command
+    line runs with ``python`` or under a launcher."""
     for line in _command_lines(text):
         if ".py" not in line:
             continue
         for match in _SCRIPT.finditer(line):
             before = line[:match.start()]
             if _MULTI.search(before) or _PYTHON.search(before):
-                deepspeed = bool(_MULTI.search(before)) and (
-                    bool(_USES_DEEPSPEED.search(before))
-                    or ("accelerate" in before and _config_setting(before, folders or [], _DISTRIBUTED_TYPE) == "DEEPSPEED"))
-                found.append((match.group(1), "DEEPSPEED" if deepspeed else None))
+                yield match.group(1), before, line
+
+
+def launch_backends(text: str, folders: list[Path] | None = None) -> list[tuple[str, str | None]]:
+    """(script path as written, ``"DEEPSPEED"`` or ``None``) for every command line that runs a
+    ``.py`` under a launcher: whether that launch runs it under DeepSpeed."""
+    found: list[tuple[str, str | None]] = []
+    for script, before, _ in _runs(text):
+        deepspeed = bool(_MULTI.search(before)) and (
+            bool(_USES_DEEPSPEED.search(before))
+            or ("accelerate" in before and _config_setting(before, folders or [], _DISTRIBUTED_TYPE) == "DEEPSPEED"))
+        found.append((script, "DEEPSPEED" if deepspeed else None))
     return found
 
 
@@ -116,20 +123,20 @@ def mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, st
     """(script path as written, "single" or "multi") for every command line that runs a ``.py``.
     ``folders``: where an Accelerate config file the line names is looked up."""
     found: list[tuple[str, str]] = []
-    for line in _command_lines(text):
-        if ".py" not in line:
-            continue
-        for match in _SCRIPT.finditer(line):
-            script = match.group(1)
-            before = line[:match.start()]
-            if _MULTI.search(before):
-                one = _ONE_PROCESS.search(line) or (
-                    "accelerate" in before and _config_processes(before, folders or []) == 1) or (
-                    _ONE_GPU.search(before) and not _SEVERAL.search(line))
-                found.append((script, SINGLE if one else MULTI))
-            elif _PYTHON.search(before):
-                found.append((script, SINGLE))
+    for script, before, line in _runs(text):
+        if _MULTI.search(before):
+            one = _ONE_PROCESS.search(line) or (
+                "accelerate" in before and _config_processes(before, folders or []) == 1) or (
+                _ONE_GPU.search(before) and not _SEVERAL.search(line))
+            found.append((script, SINGLE if one else MULTI))
+        else:
+            found.append((script, SINGLE))
     return found
+
+
+def _plain_python_mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str]]:
+    """:func:`mentions`, where a launcher told to start one process counts as not plain python."""
+    return [(script, MULTI if _MULTI.search(before) else SINGLE) for script, before, _ in _runs(text)]
 
 
 def _command_files(root: Path) -> list[Path]:
@@ -144,10 +151,14 @@ def _command_files(root: Path) -> list[Path]:
     return out
 
 
-def _read_command_files(root: Path, read) -> dict[str, set]:
-    """script as written (``./`` removed) -> what ``read(text, folders)`` says of its launches, over
-    every command file under ``root``."""
-    verdicts: dict[str, set] = {}
+Commands = list  # (text, folders where a config file it names is looked up), per command file
+
+
+def command_texts(root: Path) -> Commands:
+    """The command files under ``root``, read once: (text, the folders a config file that a
+    command names is looked up in: the command file's folder or one above it, up to the root,
+    as `bash shell/train.sh` run from the project's folder sees them)."""
+    out: Commands = []
     for path in _command_files(root):
         try:
             if path.stat().st_size > _MAX_BYTES:
@@ -155,9 +166,15 @@ def _read_command_files(root: Path, read) -> dict[str, set]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        # a config file named relative to where the command runs: the command file's folder or
-        # one above it, up to the root (`bash shell/train.sh` run from the project's folder)
-        folders = [path.parent, *[p for p in path.parent.parents if p == root or root in p.parents]]
+        out.append((text, [path.parent, *[p for p in path.parent.parents if p == root or root in p.parents]]))
+    return out
+
+
+def _read_command_files(commands: Commands, read) -> dict[str, set]:
+    """script as written (``./`` removed) -> what ``read(text, folders)`` says of its launches, over
+    every command file."""
+    verdicts: dict[str, set] = {}
+    for text, folders in commands:
         for script, how in read(text, folders):
             verdicts.setdefault(script.removeprefix("./"), set()).add(how)
     return verdicts
@@ -188,48 +205,37 @@ def _per_file(verdicts: dict[str, set], python_files: list[Path], unknown) -> di
     return out
 
 
-def single_process_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
+def single_process_scripts(root: Path, python_files: list[Path], commands: Commands | None = None) -> frozenset[str]:
     """The files among ``python_files`` (as given, ``as_posix()``) that the project under
-    ``root`` runs only as one process (see the module docstring)."""
-    verdicts = _read_command_files(root, mentions)
+    ``root`` runs only as one process (see the module docstring). ``commands``: its command
+    files as :func:`command_texts` read them, when the caller has them already."""
+    verdicts = _read_command_files(command_texts(root) if commands is None else commands, mentions)
     if not verdicts:
         return frozenset()
     return frozenset(file for file, hows in _per_file(verdicts, python_files, MULTI).items() if hows == {SINGLE})
 
 
-def one_process_project_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
+def one_process_project_scripts(root: Path, python_files: list[Path],
+                                commands: Commands | None = None) -> frozenset[str]:
     """Of :func:`single_process_scripts`, the files every command line of which runs them with a
     plain ``python`` (no launcher, not even one told to start one process), in a project whose
     command files start no script at all under a launcher of several processes: the project
     shows only one-process runs (a README's "1 x A100" and ``python train.py``), so a script
     written for several processes is still run as one there."""
-    verdicts = _read_command_files(root, mentions)
+    commands = command_texts(root) if commands is None else commands
+    verdicts = _read_command_files(commands, mentions)
     if not verdicts or any(MULTI in hows for hows in verdicts.values()):
         return frozenset()
-    plain = _read_command_files(root, _plain_python_mentions)
+    plain = _read_command_files(commands, _plain_python_mentions)
     return frozenset(file for file, hows in _per_file(plain, python_files, MULTI).items() if hows == {SINGLE})
 
 
-def _plain_python_mentions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str]]:
-    """:func:`mentions`, where a launcher told to start one process counts as not plain python."""
-    found: list[tuple[str, str]] = []
-    for line in _command_lines(text):
-        if ".py" not in line:
-            continue
-        for match in _SCRIPT.finditer(line):
-            before = line[:match.start()]
-            if _MULTI.search(before):
-                found.append((match.group(1), MULTI))
-            elif _PYTHON.search(before):
-                found.append((match.group(1), SINGLE))
-    return found
 
-
-def deepspeed_scripts(root: Path, python_files: list[Path]) -> frozenset[str]:
+def deepspeed_scripts(root: Path, python_files: list[Path], commands: Commands | None = None) -> frozenset[str]:
     """The files among ``python_files`` that every launch the project writes runs under
     DeepSpeed (``accelerate launch --use_deepspeed``, the ``deepspeed`` launcher, a config file
     with ``distributed_type: DEEPSPEED``), and that some launch names."""
-    verdicts = _read_command_files(root, launch_backends)
+    verdicts = _read_command_files(command_texts(root) if commands is None else commands, launch_backends)
     if not verdicts:
         return frozenset()
     return frozenset(file for file, hows in _per_file(verdicts, python_files, None).items() if hows == {"DEEPSPEED"})

@@ -43,6 +43,11 @@ def bound_targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [target]
 
 
+def statement_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The targets an assignment (``Assign``, ``AnnAssign``, ``AugAssign``) or a ``for`` binds."""
+    return [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+
+
 def bound_names(target: cst.BaseExpression) -> list[str]:
     """The dotted names an assignment target binds: ``a``, ``self.x``, each name of ``a, (b, *c)``."""
     return [name for bound in bound_targets(target) if (name := dotted_name(bound)) is not None]

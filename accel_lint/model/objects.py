@@ -22,7 +22,7 @@ from ..collectives import ACCELERATOR, ACCELERATOR_FACTORY, ITERATES_ARGUMENTS, 
 from ..library import Library, default_library
 from . import composites
 from .index import FileIndex, ScopeNode
-from .names import bound_names, dotted_name, last_attr
+from .names import bound_names, dotted_name, last_attr, statement_targets
 
 YES, MAYBE, NO = "yes", "maybe", "no"
 
@@ -96,13 +96,6 @@ class Value:
     def origins(self) -> frozenset:
         """Every creation expression this value may hold."""
         return self.alternatives | ({self.origin} if self.origin is not None else frozenset())
-
-
-def _stored_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
-    """The targets an assignment or ``for`` statement binds."""
-    if isinstance(node, cst.Assign):
-        return [t.target for t in node.targets]
-    return [node.target]
 
 
 _UNKNOWN = Value()  # what a binding to an expression the model does not follow holds
@@ -1465,7 +1458,7 @@ class ObjectTracker:
             if node is evidence:
                 return True
             if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For)) and name in (
-                    bound for target in _stored_targets(node) for bound in bound_names(target)):
+                    bound for target in statement_targets(node) for bound in bound_names(target)):
                 return False
         return False
 

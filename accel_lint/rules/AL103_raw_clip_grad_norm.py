@@ -58,6 +58,7 @@ class RawClipGradNorm(Rule):
 
     code = "AL103"
     holds_in_one_process = True
+    several_process_variants = frozenset({"backend"})  # (no constructor asks for fp16)
     name = "raw-clip-grad-norm"
     severity = "warning"
     summary = "torch's clip_grad_norm_ on a prepared model ignores fp16 loss scaling and FSDP sharding"
@@ -118,7 +119,7 @@ class RawClipGradNorm(Rule):
                                 f"they are averaged on TPU (XLA); use "
                                 f"`{acc or 'accelerator'}.{fn}(...)`", fix=fix,
                           evidence=tuple(model.value_evidence(owner)),
-                          tag="fp16" if model.may_scale_fp16(None) else "")
+                          tag="fp16" if model.may_scale_fp16(None) else "backend")
 
 
 def _from_prepared(model: FileModel, expr: cst.BaseExpression) -> bool:

@@ -56,6 +56,7 @@ class UnpreparedOptimizerOrScheduler(Rule):
 
     code = "AL105"
     holds_in_one_process = True
+    several_process_variants = frozenset({"horizon"})  # (a horizon in all ranks' batches is right in one process)
     name = "unprepared-optimizer-or-scheduler"
     severity = "warning"
     summary = "an optimizer/scheduler stepped in the batch loop but never passed to prepare()"

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from ..model import YES, FileModel, last_attr
+from ..model.names import statement_targets
 from .base import Finding, Rule
 
 _HORIZONS = ("num_training_steps", "num_warmup_steps", "T_max", "total_steps")
@@ -826,7 +827,7 @@ def _loop_bound_horizons(model: FileModel):
             name = model.code(counted)
             scope = model.scope_of(call)
             if any(type(n) in (cst.Assign, cst.AugAssign) and model.line_of(n) > model.line_of(call)
-                   and model.scope_of(n) is scope and any(model.code(t) == name for t in _targets(n))
+                   and model.scope_of(n) is scope and any(model.code(t) == name for t in statement_targets(n))
                    for n in model.index.walk(scope)):
                 continue
             bound = _ends_scheduler_loop(model, prepared, name)
@@ -869,10 +870,6 @@ def _per_rank_horizons(model: FileModel, reported: set[int]):
         scales = model.step_scales_of(horizon)
         if scales and all(scale == 0 and source is not None for scale, source in scales):
             yield horizon, _first_len(model, scales, lambda scale: scale == 0)
-
-
-def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
-    return [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
 
 
 def _ends_scheduler_loop(model: FileModel, scheduler: cst.Call, name: str) -> cst.CSTNode | None:

@@ -80,6 +80,10 @@ class Rule:
     # scaling, a move under the prepared model); False: it needs several ranks, so the rule
     # does not report in a file the project runs only as ``python script.py``
     holds_in_one_process: ClassVar[bool] = False
+    # of such a rule, the variants (finding tags) whose harm still needs several ranks: an
+    # unprepared scheduler's horizon counted in all ranks' batches, a torch clip where nothing
+    # asks for fp16 (its harm is FSDP's shards and XLA's cores)
+    several_process_variants: ClassVar[frozenset[str]] = frozenset()
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 
