@@ -409,6 +409,15 @@ GIT_CORPORA = {
     "airrep": ("sunnweiwei/AirRep", "f7f2ff1ade0eb6d338a8ab8c2a2f0f874e2237e0", None),
     "umbrae": ("weihaox/UMBRAE", "ea5dab0042ae0c6d089379f39cdd46cb2973dd00", None),
     "genret": ("sunnweiwei/GenRet", "a1d80e1506de7e4d5b21afa7c10e08ebff8c104e", None),
+    # batch 37 (2026-11-29, twentieth session): first contact recorded at 731616d, after batch 36's fixes
+    "mini-music-tagging": ("qiuqiangkong/mini_music_tagging", "4362ecb54876d3d8c7ee3add8778321512e93eeb", None),
+    "lmtrajectory": ("InhwanBae/LMTrajectory", "cdf21384dffeb3077ef3af3926d3ecb0c588526c", None),
+    "signal-diffusion": ("joshsanz/signal-diffusion", "aff245df24ee25742d54a3d60cc9e423f532a1c9", None),
+    "gencp": ("AI4Science-WestlakeU/GenCP", "1b0522338cf139b615e1395e8e9da82d3edabbe9", None),
+    "showvla": ("ybpy/ShowVLA", "9d0027c3be4d126b7f9d4eabef242980d46cb5bb", None),
+    "ka-mig": ("GuotaoLiang/KA-MIG", "0b4ceb150ef64207af65e2c9227c9b256a3ef094", None),
+    "llm-science-exam": ("rbiswasfc/llm-science-exam", "2c2a24f6d21a512566af058c7a1676751fd16401", None),
+    "rts2s-dg": ("mailong25/rts2s-dg", "a1b8a9584ffc753bd75e7bd687f2303dfe40c601", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
