@@ -241,7 +241,8 @@ def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> C
     repository that holds them."""
     from dataclasses import replace
 
-    from .launches import command_texts, deepspeed_scripts, one_process_project_scripts, single_process_scripts
+    from .launches import (command_texts, deepspeed_scripts, fp16_free_scripts, names_sharding_backend,
+                           one_process_project_scripts, single_process_scripts)
 
     folders = [Path(a).resolve() if Path(a).is_dir() else Path(a).resolve().parent for a in arguments]
     folders = [f for f in folders if f.exists()]
@@ -257,7 +258,9 @@ def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> C
     commands = command_texts(top)  # (the tree's command files, read once for the three questions)
     return replace(config, single_process_files=single_process_scripts(top, files, commands),
                    one_process_project_files=one_process_project_scripts(top, files, commands),
-                   deepspeed_files=deepspeed_scripts(top, files, commands))
+                   deepspeed_files=deepspeed_scripts(top, files, commands),
+                   names_sharding_backend=names_sharding_backend(top, commands),
+                   fp16_free_files=fp16_free_scripts(top, files, commands))
 
 
 def _repository_root(start: Path) -> Path:

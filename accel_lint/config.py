@@ -65,6 +65,11 @@ class Config:
     # files every launch of which the project runs under DeepSpeed (``launches.deepspeed_scripts``):
     # attribute reads on the prepared model are forwarded by DeepSpeed's engine there
     deepspeed_files: frozenset = frozenset()
+    # whether the project names FSDP, DeepSpeed ZeRO-3 or XLA anywhere (``launches.names_sharding_backend``);
+    # unknown (a file given alone, no project read) counts as naming one
+    names_sharding_backend: bool = True
+    # files every launch of which runs without fp16 (``launches.fp16_free_scripts``)
+    fp16_free_files: frozenset = frozenset()
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
         """ruff's precedence: the longest matching prefix of select vs ignore wins; ties ignore."""

@@ -26,7 +26,7 @@ from .collectives import ACCELERATOR, ACCELERATOR_FACTORY, RETURNS_KIND, CLIPS_G
     WAITS_FOR_CALLERS
 from .config import Config
 from .diagnostics import Diagnostic, FileError, Notice
-from .rules import all_rules, rule_table
+from .rules import LAUNCH_PRECISION_VARIANTS, SHARDING_ONLY_VARIANTS, all_rules, rule_table
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -424,13 +424,19 @@ def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) ->
     GPU at import: only the findings of rules whose
     harm exists in one process too (``Rule.holds_in_one_process``) stay, with their fixes. A
     file every launch of which runs under DeepSpeed (``config.deepspeed_files``): no AL501 on
-    attribute reads. Applied after the cache."""
+    attribute reads. A project that names no sharding backend (``config.names_sharding_backend``):
+    no finding of a variant whose harm needs one. Applied after the cache."""
     one_process = path in config.single_process_files and (
         not written_for_several_processes(data)
         or path in config.one_process_project_files and not starts_processes(data))
     if one_process or pins_one_gpu(data):
         result.one_process = True
         _keep_one_process_findings(result)
+    if not config.names_sharding_backend:
+        # nothing in the project names FSDP, ZeRO-3 or XLA: a harm that exists only there is not one
+        fp16_free = path in config.fp16_free_files
+        _keep_findings(result, lambda d: d.tag not in SHARDING_ONLY_VARIANTS.get(d.code, ()) and not (
+            fp16_free and d.tag in LAUNCH_PRECISION_VARIANTS.get(d.code, ())))
     if path in config.deepspeed_files:
         # every launch runs it under DeepSpeed, whose engine forwards the attributes it lacks to
         # the model (its `state_dict()` keys still carry the `module.` prefix)
@@ -580,10 +586,11 @@ def _across_modules(results: list[LintResult], config: Config, jobs: int = 1,
     # (`torch.zeros(...)` calls are recorded too, and there are many)
     local_names = {part.removesuffix(".py") for path in set(os.path.dirname(p) for p in paths) | set(paths)
                    for part in path.split(os.sep)}
+    every_rank_seen: set[str] = set()
     for _ in range(3):
         exporting = {path: r.summary for path, r in zip(paths, out) if r.summary}
         _add_helper_facts(out, exporting, set(paths), config.cache_dir, jobs)
-        incoming = _incoming_arguments(out, paths, local_names)
+        incoming = _incoming_arguments(out, paths, local_names, every_rank_seen)
         if not exporting and not incoming:
             return out
         again = []
@@ -938,8 +945,8 @@ def _lint_file_with(path: Path, config: Config, context: tuple, cache_only: bool
 _EVERY_RANK_RULES = frozenset({"AL401", "AL402", "AL403", "AL404"})
 
 
-def _incoming_arguments(results: list[LintResult], paths: list[str], local_names: set[str]
-                        ) -> dict[str, dict[str, dict[str, str]]]:
+def _incoming_arguments(results: list[LintResult], paths: list[str], local_names: set[str],
+                        every_rank_seen: set[str] | None = None) -> dict[str, dict[str, dict[str, str]]]:
     """file -> module function -> parameter -> kind of the prepared object some caller in another
     module of the tree passes there."""
     linted = set(paths)
@@ -979,8 +986,14 @@ def _incoming_arguments(results: list[LintResult], paths: list[str], local_names
     # only what changes a module's findings makes it linted again. Knowing that a helper is
     # guarded can only remove findings of the rules that ask whether code runs on every rank,
     # so a module without such findings gains nothing from it.
+    # ``every_rank_seen``: the files that had such findings in an earlier pass, which keep the
+    # fact (a module whose findings appear only once a caller passes it the accelerator, and
+    # go once it learns the callers guard it, would otherwise alternate between the two)
     every_rank_findings = {path for r, path in zip(results, paths)
                            if any(d.code in _EVERY_RANK_RULES for d in r.diagnostics)}
+    if every_rank_seen is not None:
+        every_rank_seen |= every_rank_findings
+        every_rank_findings = every_rank_seen
     # a helper whose writes wait for its callers (WAITS_FOR_CALLERS): a caller that runs it on
     # every rank makes it run there
     waiting = {path: {name for name, ops in r.summary.items() if any(op[0] == WAITS_FOR_CALLERS for op in ops)}

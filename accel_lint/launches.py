@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 
 # text files that carry launch commands; each read up to this size
-_COMMAND_FILES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".slurm", ".sbatch", ".job")
+_COMMAND_FILES = (".sh", ".bash", ".zsh", ".md", ".rst", ".txt", ".slurm", ".sbatch", ".job", ".yaml", ".yml")
 _COMMAND_NAMES = ("Makefile", "makefile", "Justfile")
 _MAX_BYTES = 512 * 1024
 _MAX_FILES = 5000
@@ -40,6 +40,10 @@ _ONE_GPU = re.compile(r"\bCUDA_VISIBLE_DEVICES=['\"]?\d+['\"]?(?=\s)")
 _SEVERAL = re.compile(r"--multi_gpu\b|--(?:num_processes|nproc_per_node|num_gpus|num_machines|nnodes)[= ](?!1\b)\d+"
                       r"|--config[_-]file\b")
 _SCRIPT = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.py)\b")
+# a module run as a script: `python -m pkg.train` (the launcher modules are _MULTI's business)
+_MODULE = re.compile(r"(?:^|\s)-m\s+(?!torch\.distributed\.|accelerate\.commands\.)"
+                     r"(?!(?:pip|pytest|venv|ensurepip|unittest|build|twine|ipykernel|jupyter|http|json|spacy|nltk)\b)"
+                     r"([A-Za-z_]\w*(?:\.\w+)*)(?=[\s\"'`;)]|$)")
 _PYTHON = re.compile(r"(?:^|[\s;&|(`])(?:[\w./-]*/)?python(?:3(?:\.\d+)?)?(?:\s+-[uBOW]\w*)*\s+$")
 
 SINGLE = "single"
@@ -97,14 +101,19 @@ def _config_setting(line: str, folders: list[Path], setting: re.Pattern) -> str 
 
 def _runs(text: str):
     """(script as written, the command before it, the whole line) for every ``.py`` that a command
-    line runs with ``python`` or under a launcher."""
+    line runs with ``python`` or under a launcher, and every module it runs as a script
+    (``python -m pkg.train``, ``accelerate launch -m pkg.train``: ``pkg/train.py``)."""
     for line in _command_lines(text):
-        if ".py" not in line:
+        if ".py" not in line and "-m" not in line:
             continue
         for match in _SCRIPT.finditer(line):
             before = line[:match.start()]
             if _MULTI.search(before) or _PYTHON.search(before):
                 yield match.group(1), before, line
+        for match in _MODULE.finditer(line):
+            before = line[:match.start()] + " "
+            if _MULTI.search(before) or _PYTHON.search(before):
+                yield match.group(1).replace(".", "/") + ".py", before, line
 
 
 def launch_backends(text: str, folders: list[Path] | None = None) -> list[tuple[str, str | None]]:
@@ -224,11 +233,66 @@ def one_process_project_scripts(root: Path, python_files: list[Path],
     written for several processes is still run as one there."""
     commands = command_texts(root) if commands is None else commands
     verdicts = _read_command_files(commands, mentions)
-    if not verdicts or any(MULTI in hows for hows in verdicts.values()):
+    if not verdicts:
         return frozenset()
+    several = [script for script, hows in verdicts.items() if MULTI in hows]
+    if several:
+        # (a launch of a script the tree no longer holds, in an old job file, says nothing of
+        # how this project runs)
+        present = _python_file_names(root)
+        if any(script.rsplit("/", 1)[-1] in present for script in several):
+            return frozenset()
     plain = _read_command_files(commands, _plain_python_mentions)
     return frozenset(file for file, hows in _per_file(plain, python_files, MULTI).items() if hows == {SINGLE})
 
+
+
+_MIXED_PRECISION_FLAG = re.compile(r"--mixed[_-]precision[= ]['\"]?(\w+)")
+_MIXED_PRECISION = re.compile(r"^mixed_precision:\s*['\"]?(\w+)", re.MULTILINE)
+
+
+def launch_precisions(text: str, folders: list[Path] | None = None) -> list[tuple[str, str | None]]:
+    """(script path as written, the mixed precision its ``Accelerator()`` gets from the launch, or
+    ``None`` when the line does not say) for every command line that runs a ``.py``: ``accelerate
+    launch`` gives its ``--mixed_precision`` flag or its config file's ``mixed_precision``; a
+    plain ``python`` or ``torchrun`` sets none, so it is ``"no"`` unless the line sets
+    ``ACCELERATE_MIXED_PRECISION``."""
+    found: list[tuple[str, str | None]] = []
+    for script, before, line in _runs(text):
+        if "ACCELERATE_MIXED_PRECISION" in line:
+            found.append((script, None))
+        elif "accelerate" in before and _MULTI.search(before):
+            flag = _MIXED_PRECISION_FLAG.search(before)
+            found.append((script, flag.group(1).lower() if flag else _config_setting(before, folders or [],
+                                                                                       _MIXED_PRECISION)))
+        elif _MULTI.search(before) and not re.search(r"\btorchrun\b|torch\.distributed\.(?:launch|run)\b", before):
+            found.append((script, None))  # (deepspeed, srun, mpirun: what they set is not read)
+        else:
+            found.append((script, "no"))
+    return found
+
+
+def fp16_free_scripts(root: Path, python_files: list[Path], commands: Commands | None = None) -> frozenset[str]:
+    """The files among ``python_files`` that some command line runs and every one runs without
+    fp16 (``--mixed_precision bf16``, a config file with ``mixed_precision: no``, a plain
+    ``python``): an ``Accelerator()`` that does not choose its own precision runs no loss scaler
+    there."""
+    verdicts = _read_command_files(command_texts(root) if commands is None else commands, launch_precisions)
+    if not verdicts:
+        return frozenset()
+    return frozenset(file for file, hows in _per_file(verdicts, python_files, None).items()
+                     if hows and hows <= {"no", "bf16"})
+
+
+def _python_file_names(root: Path) -> set[str]:
+    """The names of the ``.py`` files under ``root`` (at most ``_MAX_FILES`` folders' worth)."""
+    names: set[str] = set()
+    for count, (folder, dirs, files) in enumerate(os.walk(root)):
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
+        names.update(name for name in files if name.endswith(".py"))
+        if count > _MAX_FILES:
+            break
+    return names
 
 
 def deepspeed_scripts(root: Path, python_files: list[Path], commands: Commands | None = None) -> frozenset[str]:
@@ -239,3 +303,44 @@ def deepspeed_scripts(root: Path, python_files: list[Path], commands: Commands |
     if not verdicts:
         return frozenset()
     return frozenset(file for file, hows in _per_file(verdicts, python_files, None).items() if hows == {"DEEPSPEED"})
+
+
+# what names a backend that shards the weights or runs on TPU cores: FSDP (an Accelerate config,
+# the launcher's flag, the plugin, torch's classes), DeepSpeed ZeRO-3 (or a stage the text does
+# not give as a literal 0-2), XLA
+_SHARDING = re.compile(
+    r"distributed_type['\"]?\s*:\s*['\"]?(?:FSDP|XLA|TPU)\b|--(?:use_)?fsdp\b|\bfsdp_plugin\b|"
+    r"FullyShardedDataParallel|\bfully_shard\b|\bfsdp_version\b|torch_xla|--tpu\b|"
+    r"zero_stage['\"]?\s*[:=]\s*(?!['\"]?[012]\b)|['\"]stage['\"]\s*:\s*3\b|\bstage3_|\bzero3\b|"
+    r"\bzero[_-]?stage[_-]?3\b|\bZeRO-3\b",
+    re.IGNORECASE)
+_SETTING_FILES = (".py", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini")
+
+
+def names_sharding_backend(root: Path, commands: Commands | None = None) -> bool:
+    """Whether anything under ``root`` (its command files, configs and sources) names FSDP,
+    DeepSpeed ZeRO-3 (or a stage it does not give) or XLA: where nothing does, a finding whose
+    harm exists only there (``Rule.sharding_only_variants``) describes a run the project never
+    makes. A tree too large to read whole counts as naming one."""
+    commands = command_texts(root) if commands is None else commands
+    if any(_SHARDING.search(text) for text, _ in commands):
+        return True
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
+        for name in files:
+            if not name.endswith(_SETTING_FILES):
+                continue
+            seen += 1
+            if seen > _MAX_FILES:
+                return True
+            path = Path(folder) / name
+            try:
+                if path.stat().st_size > _MAX_BYTES:
+                    continue
+                if _SHARDING.search(path.read_text(encoding="utf-8", errors="replace")):
+                    return True
+            except OSError:
+                continue
+    return False
+

@@ -1243,3 +1243,21 @@ def test_a_tracker_started_by_a_helper_of_an_accelerate_module_is_reported_where
     """))
     _, found = json_findings("--no-cache", ".", cwd=tmp_path)
     assert [(d["path"], d["line"], d["code"]) for d in found] == [("train.py", 6, "AL402")], found
+
+
+def test_a_guarded_helper_keeps_its_guard_once_its_findings_have_appeared():
+    """A helper module whose write is found only once a caller passes it the accelerator, and
+    whose every caller guards it: the guard stays known in the later passes even after the
+    finding it removed is gone (it alternated: guard, no finding, no guard, finding)."""
+    from accel_lint.engine import LintResult, _incoming_arguments
+
+    caller = LintResult(path="/p/train.py", passes=[
+        (0, "utils", "evaluate", {"@called": "yes", "@guard": "7|accelerator.is_main_process",
+                                  "accelerator": "accelerator"})])
+    helper = LintResult(path="/p/utils.py")
+    paths = ["/p/train.py", "/p/utils.py"]
+    seen = {"/p/utils.py"}  # an earlier pass found AL401 there; this one found nothing
+    incoming = _incoming_arguments([caller, helper], paths, {"utils", "train", "p"}, seen)
+    assert incoming["/p/utils.py"]["evaluate"].get("@guarded") == "yes"
+    # what one pass alone knows: no finding there now, so no guard
+    assert "@guarded" not in _incoming_arguments([caller, helper], paths, {"utils", "train", "p"})["/p/utils.py"]["evaluate"]

@@ -6,10 +6,12 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from accel_lint.cli import main
-from accel_lint.launches import MULTI, SINGLE, deepspeed_scripts, launch_backends, mentions, single_process_scripts
+from accel_lint.launches import (MULTI, SINGLE, deepspeed_scripts, launch_backends, mentions, names_sharding_backend,
+                                 single_process_scripts)
 
 SCRIPT = textwrap.dedent("""\
     import torch
@@ -81,6 +83,7 @@ def test_a_script_written_for_several_processes_keeps_every_rule_whatever_its_re
     (tmp_path / "scripts" / "eval.py").write_text(training)
     # (the project launches several processes elsewhere: the README's line is one way to run it)
     (tmp_path / "README.md").write_text("python scripts/eval.py\n\naccelerate launch --multi_gpu other.py\n")
+    (tmp_path / "other.py").write_text("print('other')\n")
     assert "AL401" in _codes(tmp_path)
 
 
@@ -222,3 +225,114 @@ def test_a_script_every_launch_runs_under_deepspeed_gets_no_attribute_finding(tm
     result = CliRunner().invoke(main, [str(tmp_path), "--no-cache", "--output-format", "json", "--select", "AL501"])
     found = sorted((Path(f["path"]).name, f["line"]) for f in json.loads(result.output))
     assert found == [("both.py", 5), ("both.py", 6), ("ds_train.py", 6)]
+
+
+BF16_CLIP_SCRIPT = """\
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator(mixed_precision="bf16")
+model = accelerator.prepare(torch.nn.Linear(2, 2))
+for batch in loader:
+    accelerator.backward(model(batch).sum())
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if accelerator.is_main_process:
+        weights = accelerator.get_state_dict(model)
+"""
+
+
+@pytest.mark.parametrize("setting", [
+    "configs/fsdp.yaml: distributed_type: FSDP",
+    "run.sh: accelerate launch --use_fsdp train.py",
+    "ds.json: {\"zero_optimization\": {\"stage\": 3}}",
+    "train_cfg.py: plugin = DeepSpeedPlugin(zero_stage=args.stage)",
+    "tpu.yaml: distributed_type: XLA",
+])
+def test_a_sharding_backend_is_named_by_configs_flags_and_code(tmp_path: Path, setting: str):
+    name, _, text = setting.partition(": ")
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(text + "\n")
+    assert names_sharding_backend(tmp_path)
+
+
+def test_a_project_of_ddp_and_zero2_names_no_sharding_backend(tmp_path: Path):
+    # Accelerate's default config file lists empty fsdp/deepspeed sections; a ZeRO-2 file and a
+    # dict with a "stage" key of another meaning name no sharding either
+    (tmp_path / "default.yaml").write_text("distributed_type: MULTI_GPU\nfsdp_config: {}\ndeepspeed_config: {}\n")
+    (tmp_path / "zero2.json").write_text('{"zero_optimization": {"stage": 2}}\n')
+    (tmp_path / "util.py").write_text("info = {'stage': dataset.stage}\n")
+    (tmp_path / "run.sh").write_text("accelerate launch --use_deepspeed --zero_stage 2 train.py\n")
+    assert not names_sharding_backend(tmp_path)
+
+
+def test_a_harm_that_needs_a_sharding_backend_is_not_reported_where_the_project_names_none(tmp_path: Path):
+    """A torch clip under a constructor that fixes bf16 clips differently only under FSDP or XLA:
+    a project that never names one gets no finding; naming one anywhere brings it back. A
+    main-only get_state_dict, a hang there, is reported either way."""
+    (tmp_path / "train.py").write_text(BF16_CLIP_SCRIPT)
+    (tmp_path / "run.sh").write_text("accelerate launch --multi_gpu --num_processes 2 train.py\n")
+
+    def codes() -> list[str]:
+        result = CliRunner().invoke(main, [str(tmp_path), "--no-cache", "--output-format", "json",
+                                           "--select", "AL103,AL302"])
+        return sorted(f["code"] for f in json.loads(result.output))
+
+    assert codes() == ["AL302"]
+    (tmp_path / "fsdp.yaml").write_text("distributed_type: FSDP\n")
+    assert codes() == ["AL103", "AL302"]
+
+
+def test_a_module_run_as_a_script_is_read_as_its_file():
+    text = textwrap.dedent("""\
+        uv run python -m signal_lab.training.diffusion config.toml --output-dir runs/a
+        accelerate launch --multi_gpu -m signal_lab.training.classify
+        python -u -m train
+        python -m pip install -e .
+        python -m torch.distributed.run --nproc_per_node 2 fit.py
+        #  --launch-command "accelerate launch --num_processes {n} -m signal_lab.evaluate"
+    """)
+    assert mentions(text) == [("signal_lab/training/diffusion.py", SINGLE), ("signal_lab/training/classify.py", MULTI),
+                              ("train.py", SINGLE), ("fit.py", MULTI), ("signal_lab/evaluate.py", MULTI)]
+
+
+def test_job_yaml_files_carry_launch_commands(tmp_path: Path):
+    """A SkyPilot or Kubernetes job file's `run:` block is a shell script."""
+    (tmp_path / "gen.py").write_text("from accelerate import Accelerator\nacc = Accelerator()\n")
+    (tmp_path / "sky.yaml").write_text("resources:\n  accelerators: A100:1\nrun: |\n  source .venv/bin/activate\n"
+                                       "  python gen.py -n 50000 --overwrite\n")
+    assert single_process_scripts(tmp_path, [tmp_path / "gen.py"]) == frozenset({(tmp_path / "gen.py").as_posix()})
+
+
+def test_a_launch_of_a_script_the_tree_no_longer_holds_says_nothing(tmp_path: Path):
+    """An old job file that starts a deleted script on several processes does not make the
+    project one that launches several: its training script, run only with python, is one process."""
+    from accel_lint.launches import one_process_project_scripts
+
+    (tmp_path / "train.py").write_text("from accelerate import Accelerator\nacc = Accelerator()\n")
+    (tmp_path / "README.md").write_text("python train.py --config a.toml\n")
+    (tmp_path / "old.sh").write_text("accelerate launch --multi_gpu train_text_to_image.py\n")
+    files = [tmp_path / "train.py"]
+    assert one_process_project_scripts(tmp_path, files) == frozenset({(tmp_path / "train.py").as_posix()})
+    (tmp_path / "train_text_to_image.py").write_text("")
+    assert one_process_project_scripts(tmp_path, files) == frozenset()
+
+
+def test_a_launch_that_fixes_bf16_leaves_a_torch_clip_only_a_sharding_harm(tmp_path: Path):
+    """`accelerate launch --mixed_precision bf16`: an `Accelerator()` that chooses no precision
+    runs no loss scaler, so a torch clip differs only under FSDP or XLA, which the project never
+    names; a launch that may give fp16 keeps the finding."""
+    from accel_lint.launches import launch_precisions
+
+    assert launch_precisions("accelerate launch --mixed_precision=bf16 a.py\naccelerate launch b.py\n"
+                             "python c.py\ntorchrun --nproc_per_node 2 d.py\n") == [
+        ("a.py", "bf16"), ("b.py", None), ("c.py", "no"), ("d.py", "no")]
+    (tmp_path / "train.py").write_text(BF16_CLIP_SCRIPT.replace('Accelerator(mixed_precision="bf16")', "Accelerator()"))
+    (tmp_path / "run.sh").write_text("accelerate launch --multi_gpu --mixed_precision bf16 train.py\n")
+
+    def codes() -> list[str]:
+        result = CliRunner().invoke(main, [str(tmp_path), "--no-cache", "--output-format", "json", "--select", "AL103"])
+        return sorted(f["code"] for f in json.loads(result.output))
+
+    assert codes() == []
+    (tmp_path / "run.sh").write_text("accelerate launch --multi_gpu --mixed_precision bf16 train.py\n"
+                                     "accelerate launch --multi_gpu train.py\n")
+    assert codes() == ["AL103"]

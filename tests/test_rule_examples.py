@@ -58,6 +58,14 @@ def test_codes_and_names_are_unique():
     assert len({r.name for r in RULES}) == len(RULES)
 
 
+def test_the_import_free_table_of_sharding_only_variants_matches_the_classes():
+    from accel_lint.rules import LAUNCH_PRECISION_VARIANTS, SHARDING_ONLY_VARIANTS
+
+    assert SHARDING_ONLY_VARIANTS == {r.code: r.sharding_only_variants for r in RULES if r.sharding_only_variants}
+    assert LAUNCH_PRECISION_VARIANTS == {r.code: r.launch_precision_variants for r in RULES
+                                         if r.launch_precision_variants}
+
+
 def test_the_rule_table_read_from_module_names_matches_the_classes():
     from accel_lint.rules import rule_table
 

@@ -150,6 +150,8 @@ class FileModel:
         # per scope: where the first statement that refuses several processes is, and where
         # each top-level statement of its body is (see `_several_refused_before`)
         self._refusals: dict = {}
+        self._accelerator_flags: dict[str, bool] = {}  # (see _gates_every_accelerator)
+        self._outside_accelerate: dict[int, bool] = {}  # (see value_at)
         self._statement_positions: dict = {}
 
     def _user_declared(self) -> dict[str, list[tuple[str, str]]]:
@@ -323,7 +325,17 @@ class FileModel:
             if base is not None and base.container:
                 return replace(base, container=False, origin=None if base.origin is None else expr)
             return None
-        return self.objects.values.get(expr)
+        value = self.objects.values.get(expr)
+        if value is not None and value.prepared != NO and self._outside_accelerate_at(expr):
+            # where no accelerator exists (`else:` of `if self.use_accelerator:`), nothing was prepared
+            return replace(value, prepared=NO, prepared_at=None, prepared_unknown_kind=False)
+        return value
+
+    def _outside_accelerate_at(self, node: cst.CSTNode) -> bool:
+        known = self._outside_accelerate.get(id(node))
+        if known is None:
+            known = self._outside_accelerate[id(node)] = self.without_accelerator_at(node)
+        return known
 
     def is_accelerator(self, expr: cst.BaseExpression) -> bool:
         v = self.value_at(expr)
@@ -1631,9 +1643,58 @@ class FileModel:
             subject, absent = compared
         elif type(test) not in (cst.Name, cst.Attribute):
             return None
-        if type(subject) not in (cst.Name, cst.Attribute) or not self.is_accelerator(subject):
+        if type(subject) not in (cst.Name, cst.Attribute):
+            return None
+        if not self.is_accelerator(subject):
+            if subject is test and self._gates_every_accelerator(subject):
+                return negated  # `if self.use_accelerator:` true only where one was built
             return None
         return absent != negated
+
+    def _gates_every_accelerator(self, flag: cst.Name | cst.Attribute) -> bool:
+        """``flag`` is a flag the file binds once (``self.use_accelerator = args.use_accelerator``)
+        and every ``Accelerator(...)`` of the file is built only where it is true: in the body
+        of ``if flag:`` (or ``if flag and ...:``), or in a method every call of which is there
+        (``if self.use_accelerator: self.setup_accelerator()``). Where it is false, no
+        accelerator exists: that code runs outside Accelerate."""
+        key = self.code(flag)
+        known = self._accelerator_flags.get(key)
+        if known is None:
+            constructors = self.objects.acc_constructors
+            known = self._accelerator_flags[key] = bool(constructors) and self._flag_bound_once(flag) and all(
+                self._under_flag(c, key) or self._only_called_under_flag(c, key) for c in constructors)
+        return known
+
+    def _flag_bound_once(self, flag: cst.Name | cst.Attribute) -> bool:
+        if type(flag) is cst.Name:
+            return len(self.index.bindings.get(flag.value, ())) == 1
+        owner = self.index.class_of(self.scope_of(flag))
+        if type(flag.value) is not cst.Name or flag.value.value != "self" or owner is None:
+            return False
+        return len(self.index.self_attribute_values.get((owner.name, flag.attr.value), ())) == 1
+
+    def _under_flag(self, node: cst.CSTNode, key: str) -> bool:
+        """``node`` sits, in its function, where the flag whose source is ``key`` is true."""
+        child = node
+        for parent in self.index.ancestors(node):
+            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                return False
+            if type(parent) in (cst.If, cst.IfExp) and child is parent.body:
+                test, conjuncts = parent.test, []
+                while type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+                    conjuncts.append(test.right)
+                    test = test.left
+                if any(self.code(c) == key for c in (test, *conjuncts)):
+                    return True
+            child = parent
+        return False
+
+    def _only_called_under_flag(self, node: cst.CSTNode, key: str) -> bool:
+        scope = self.scope_of(node)
+        if type(scope) is not cst.FunctionDef:
+            return False
+        sites = self.index.call_sites(scope)
+        return bool(sites) and all(self._under_flag(site, key) for site in sites)
 
     def _flag_origin(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
         """The test a flag was assigned from (``is_ddp = isinstance(model, DDP)``; ``if is_ddp:``),
@@ -2244,7 +2305,15 @@ class FileModel:
 
     @cached_property
     def _scopes_using_an_accelerator(self) -> set:
-        return {self.index.scope_of(n) for n, v in self.objects.values.items() if v.is_acc}
+        """The scopes that read an accelerator (``del accelerator``, which drops a parameter a
+        method takes only for its signature, is no use of it)."""
+        return {self.index.scope_of(n) for n, v in self.objects.values.items() if v.is_acc and not self._deleted(n)}
+
+    def _deleted(self, node: cst.CSTNode) -> bool:
+        parent = self.index.parents.get(node)
+        while type(parent) in (cst.Element, cst.Tuple, cst.List):
+            parent = self.index.parents.get(parent)
+        return type(parent) is cst.Del
 
     @cached_property
     def _reaching_an_accelerator(self) -> frozenset:
@@ -2536,6 +2605,16 @@ class FileModel:
                         isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value in ("no", "bf16")):
                     return True
         return not constructors
+
+    def precision_fixed_without_fp16(self) -> bool:
+        """Every constructor of the file passes ``mixed_precision="no"`` or ``"bf16"`` (a literal):
+        the launch config cannot make it fp16 (the argument wins over it), so no loss scaler runs."""
+        constructors = self.objects.acc_constructors
+        return bool(constructors) and all(
+            any(arg.keyword is not None and arg.keyword.value == "mixed_precision"
+                and isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value in ("no", "bf16")
+                for arg in ctor.args) and not any(arg.star == "**" for arg in ctor.args)
+            for ctor in constructors)
 
     def built_for_deepspeed(self, accelerator: cst.BaseExpression) -> bool:
         """The accelerator's constructor (see ``_constructor_of``) is given a DeepSpeed plugin on

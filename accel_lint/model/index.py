@@ -395,6 +395,39 @@ class FileIndex:
         return {key: found.pop() == "True" for key, found in values.items()
                 if len(found) == 1 and key[1] not in spoiled and key[0] not in unknown_classes}
 
+    @cached_property
+    def self_attribute_values(self) -> dict[tuple[str, str], tuple[cst.BaseExpression, ...]]:
+        """``self.<name>`` attributes of a class of this file, keyed (class, name), that every
+        binding in the file assigns alone (``self.writer = SummaryWriter(...)``,
+        ``self.writer = None``): the assigned expressions, in source order. An attribute of
+        that name bound any other way anywhere (in a tuple, augmented, on another object), and
+        every attribute of a class that calls ``setattr(self, ...)``, is left out."""
+        values: dict[tuple[str, str], list[cst.BaseExpression]] = {}
+        spoiled: set[str] = set()
+        unknown_classes: set[str] = set()
+        for node in self.parents:
+            kind = type(node)
+            if kind is cst.Assign:
+                for target in node.targets:
+                    if type(target.target) is cst.Attribute:
+                        owner = self._self_class(target.target)
+                        if owner is None or len(node.targets) > 1:
+                            spoiled.add(target.target.attr.value)
+                        else:
+                            values.setdefault((owner, target.target.attr.value), []).append(node.value)
+                        continue
+                    spoiled.update(e.attr.value for e in bound_targets(target.target) if type(e) is cst.Attribute)
+            elif kind in (cst.AugAssign, cst.AnnAssign) and type(node.target) is cst.Attribute:
+                spoiled.add(node.target.attr.value)
+            elif kind is cst.Call and type(node.func) is cst.Name and node.func.value == "setattr" and node.args \
+                    and type(node.args[0].value) is cst.Name and node.args[0].value.value == "self":
+                cls = self.class_of(self.scope_of(node))
+                if cls is None:
+                    return {}
+                unknown_classes.add(cls.name)  # (attributes named at run time)
+        return {key: tuple(found) for key, found in values.items()
+                if key[1] not in spoiled and key[0] not in unknown_classes}
+
     def _self_class(self, attribute: cst.Attribute) -> str | None:
         """The class whose method binds ``self.<attr>`` here, or ``None``."""
         if type(attribute.value) is not cst.Name or attribute.value.value != "self":

@@ -242,6 +242,14 @@ class RankEvaluator:
             if where is not None:  # `MASTER = RANK == 0` in another module of the tree, imported
                 return _imported_role(where, cls)
         origin = value.origin if value is not None else None
+        if type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+            # `if use_tb and accelerator.is_main_process: self.writer = SummaryWriter(...)` with
+            # `else: self.writer = None`: on a rank whose branches bind it only to None, it is
+            # None in every method
+            owner = self.index.class_of(self.index.scope_of(expr))
+            bound = self.index.self_attribute_values.get((owner.name, attr)) if owner is not None else None
+            if bound and 1 < len(bound) <= 4 and self._none_here(bound, cls, depth):
+                return None
         if origin is None and value is not None and 1 < len(value.alternatives) <= 4:
             # `flag = True` then `if acc is not None: flag = acc.is_main_process`: what each
             # binding gives; bindings that disagree where one is rank-derived make it rank-dependent
@@ -258,6 +266,27 @@ class RankEvaluator:
             if result is UNIFORM or result is FORK or result is OTHER or self._is_rank_atom(origin):
                 return result
         return UNIFORM
+
+    def _none_here(self, alternatives, cls: RankClass, depth: int) -> bool:
+        """Of the expressions ``alternatives`` (what each binding assigns), the ones a rank of ``cls`` can run all bind
+        the literal ``None`` (the others sit in branches whose tests are false there)."""
+        if not any(_is_none(a) for a in alternatives):
+            return False
+        reachable = [a for a in alternatives if not self._branch_excludes(a, cls, depth)]
+        return bool(reachable) and all(_is_none(a) for a in reachable)
+
+    def _branch_excludes(self, node: cst.CSTNode, cls: RankClass, depth: int) -> bool:
+        """``node`` sits in an ``if`` branch that a rank of ``cls`` never takes (in its function)."""
+        child = node
+        for parent in self.index.ancestors(node):
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if type(parent) is cst.If and child is not parent.test:
+                test = self._eval(parent.test, cls, depth)
+                if test is True and child is parent.orelse or test is False and child is parent.body:
+                    return True
+            child = parent
+        return False
 
     def _parsed_arguments(self, expr: cst.BaseExpression) -> bool:
         """``expr`` holds what an argument parser returned (``parser.parse_args()``), on every
@@ -575,6 +604,10 @@ def _compare(op, left: Any, right: Any) -> Any:
 
 # how the engine says a caller in another module passes a parameter a rank: "rank:<role>"
 RANK_PASSED = "rank:"
+
+
+def _is_none(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Name and node.value == "None"
 
 
 def _imported_role(where: str, cls: RankClass) -> Any:

@@ -24,7 +24,13 @@ class RawClipGradNorm(Rule):
     optimizer (`optimizer.param_groups`).
     Not flagged: `accelerator.clip_grad_norm_`; parameters of modules that were never
     prepared; a torch clip that follows `accelerator.unscale_gradients()` in the same
-    function.
+    function; a torch clip where every `Accelerator(...)` of the file fixes
+    `mixed_precision="bf16"` or `"no"` (the launch config cannot turn on fp16 then), or where
+    every launch of the file that the project writes gives bf16 or none
+    (`accelerate launch --mixed_precision bf16`, a config file's `mixed_precision: bf16`, a
+    plain `python`), in a project whose files name no FSDP, DeepSpeed ZeRO-3 or XLA; code where no accelerator
+    exists (the `else:` of `if accelerator:`, or of a flag every `Accelerator(...)` is built
+    under).
 
     ## Why is this bad?
     The torch function clips what it is given. Under fp16 the gradients are still scaled by
@@ -58,12 +64,43 @@ class RawClipGradNorm(Rule):
 
     code = "AL103"
     holds_in_one_process = True
-    several_process_variants = frozenset({"backend"})  # (no constructor asks for fp16)
+    # (no constructor asks for fp16; "fixed-precision": every one fixes bf16 or fp32, which the
+    # launch config cannot change, so only FSDP's shards and XLA's cores are left)
+    several_process_variants = frozenset({"backend", "fixed-precision"})
+    sharding_only_variants = frozenset({"fixed-precision"})
+    launch_precision_variants = frozenset({"backend"})
     name = "raw-clip-grad-norm"
     severity = "warning"
     summary = "torch's clip_grad_norm_ on a prepared model ignores fp16 loss scaling and FSDP sharding"
 
     VALID = [
+        # a flag bound once decides whether an accelerator is built at all: where it is false
+        # (the `else:` arm, the conditional expression's other side) nothing was prepared
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Trainer:
+            def __init__(self, args, model):
+                self.use_accelerator = args.use_accelerator
+                self.model = model
+                self.optimizer = torch.optim.AdamW(model.parameters())
+                if self.use_accelerator:
+                    self.setup_accelerator()
+                    self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)
+            def setup_accelerator(self):
+                self.accelerator = Accelerator(gradient_accumulation_steps=2)
+            def step(self, batch):
+                loss = self.model(batch).sum()
+                if self.use_accelerator:
+                    self.accelerator.backward(loss)
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.optimizer.step()
+            def save(self, path):
+                weights = self.accelerator.get_state_dict(self.model) if self.use_accelerator else self.model.state_dict()
+                torch.save(weights, path)
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -119,7 +156,8 @@ class RawClipGradNorm(Rule):
                                 f"they are averaged on TPU (XLA); use "
                                 f"`{acc or 'accelerator'}.{fn}(...)`", fix=fix,
                           evidence=tuple(model.value_evidence(owner)),
-                          tag="fp16" if model.may_scale_fp16(None) else "backend")
+                          tag="fp16" if model.may_scale_fp16(None)
+                          else "fixed-precision" if model.precision_fixed_without_fp16() else "backend")
 
 
 def _from_prepared(model: FileModel, expr: cst.BaseExpression) -> bool:

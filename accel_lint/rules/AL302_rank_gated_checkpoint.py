@@ -32,7 +32,9 @@ class RankGatedCheckpoint(Rule):
     an early exit, in an `@accelerator.on_main_process` function, or in a same-file
     helper called under such a guard.
     Not flagged: `get_state_dict` under `if ...deepspeed_plugin.zero_stage != 3:` (only DeepSpeed
-    ZeRO-1/2 runs it, where every rank holds the whole weights).
+    ZeRO-1/2 runs it, where every rank holds the whole weights). A project that names no FSDP or
+    ZeRO-3 anywhere still gets the finding: Accelerate requires these calls on every process,
+    and a launch config switches the backend without a change to the code.
 
     ## Why is this bad?
     Under FSDP and DeepSpeed ZeRO-3 these calls gather shards from every rank, and under

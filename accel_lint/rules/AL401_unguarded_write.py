@@ -92,6 +92,16 @@ class UnguardedWrite(Rule):
     summary = "a file write/delete runs on every rank against the same path"
 
     VALID = [
+        # a method that takes the accelerator only for its signature (`del accelerator`) and
+        # that nothing in the file calls: who runs it, and on which ranks, is not known
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Adapter:
+            def save_checkpoint(self, accelerator: Accelerator, model, output_dir):
+                del accelerator
+                torch.save(model.state_dict(), output_dir + "/model.pt")
+        """,
         # the script's entry point runs `encode()`, which builds no accelerator: one process
         """\
         import torch

@@ -19,7 +19,8 @@ class UnguardedTracker(Rule):
     `WandbLogger` class whose `__init__` calls `wandb.init`).
     Not flagged: `accelerator.init_trackers/log/get_tracker` (main-process only by design);
     calls under `if accelerator.is_main_process:` or in `@accelerator.on_main_process`
-    functions; W&B runs that log per rank on purpose (`mode="shared"`, or `group=` with the
+    functions; calls under `if self.writer is not None:` where every binding of `self.writer`
+    that the other ranks run is `None` (the writer is made under a main-process test); W&B runs that log per rank on purpose (`mode="shared"`, or `group=` with the
     rank in `name=`); logging under a test of the tracker's current run (`if wandb.run is not
     None:`, `if mlflow.active_run():`), which holds only where a run was started (HF's
     `WandbCallback` starts it on the main process); `wandb.finish()` and `mlflow.end_run()`, which
@@ -61,6 +62,26 @@ class UnguardedTracker(Rule):
     summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
 
     VALID = [
+        # the writer exists only on the main process (the else branch binds None there), so a
+        # method's `is not None` test is a rank guard
+        """\
+        from accelerate import Accelerator
+        from torch.utils.tensorboard import SummaryWriter
+        class Trainer:
+            def __init__(self, model, use_tb):
+                self.accelerator = Accelerator()
+                self.model = self.accelerator.prepare(model)
+                if use_tb and self.accelerator.is_main_process:
+                    self.writer = SummaryWriter("runs")
+                else:
+                    self.writer = None
+            def train(self, loader):
+                for step, batch in enumerate(loader):
+                    loss = self.model(batch)
+                    self.accelerator.backward(loss)
+                    if self.writer is not None:
+                        self.writer.add_scalar("loss", loss.item(), step)
+        """,
         # one caller logs from the main process only, the other never logs
         """\
         import wandb

@@ -66,7 +66,9 @@ class MissingUnwrap(Rule):
     pipeline (`StableDiffusionPipeline.from_pretrained(path, unet=unet)`,
     `StableDiffusionPipeline(vae=vae, unet=unet, ...)`; the library table's
     `bare-model-consumers`).
-    Not flagged: `.state_dict()` inside `with FSDP.state_dict_type(...)`; attributes read in a
+    Not flagged: `.state_dict()` inside `with FSDP.state_dict_type(...)`; reads where no
+    accelerator exists (the other side of a flag bound once that every `Accelerator(...)` of the
+    file is built under: `... if self.use_accelerator else self.model.state_dict()`); attributes read in a
     branch that tests for the wrapper (`isinstance(m, DDP)`, `hasattr(m, "module")`,
     `num_processes > 1`, the script's `torch.cuda.device_count() > 1`), each on its side;
     attributes other than `state_dict` and `module` of a model prepared where the program runs
@@ -150,6 +152,33 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
+        # a flag bound once decides whether an accelerator is built at all: where it is false
+        # (the `else:` arm, the conditional expression's other side) nothing was prepared
+        """\
+        import torch
+        from accelerate import Accelerator
+        class Trainer:
+            def __init__(self, args, model):
+                self.use_accelerator = args.use_accelerator
+                self.model = model
+                self.optimizer = torch.optim.AdamW(model.parameters())
+                if self.use_accelerator:
+                    self.setup_accelerator()
+                    self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)
+            def setup_accelerator(self):
+                self.accelerator = Accelerator(gradient_accumulation_steps=2)
+            def step(self, batch):
+                loss = self.model(batch).sum()
+                if self.use_accelerator:
+                    self.accelerator.backward(loss)
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.optimizer.step()
+            def save(self, path):
+                weights = self.accelerator.get_state_dict(self.model) if self.use_accelerator else self.model.state_dict()
+                torch.save(weights, path)
+        """,
         # the best weights kept in memory and loaded back into the same wrapper: the keys match
         """\
         import copy

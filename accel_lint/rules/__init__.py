@@ -27,6 +27,17 @@ def rule_table() -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
+# Rule.sharding_only_variants and Rule.launch_precision_variants of every rule that has some,
+# without importing the rules (the engine filters cached findings with them; a test checks them
+# against the classes)
+SHARDING_ONLY_VARIANTS: dict[str, frozenset[str]] = {
+    "AL103": frozenset({"fixed-precision"}),
+}
+LAUNCH_PRECISION_VARIANTS: dict[str, frozenset[str]] = {
+    "AL103": frozenset({"backend"}),
+}
+
+
 def __getattr__(name: str):
     if name in ("Finding", "Rule"):  # the base classes import libcst: only when asked for
         from . import base

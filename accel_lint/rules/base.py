@@ -84,6 +84,13 @@ class Rule:
     # unprepared scheduler's horizon counted in all ranks' batches, a torch clip where nothing
     # asks for fp16 (its harm is FSDP's shards and XLA's cores)
     several_process_variants: ClassVar[frozenset[str]] = frozenset()
+    # the variants (finding tags) whose harm exists only under a backend that shards the weights
+    # or runs on TPU cores (FSDP, DeepSpeed ZeRO-3, XLA): they are not reported in a project that
+    # names none of them anywhere (``launches.names_sharding_backend``)
+    sharding_only_variants: ClassVar[frozenset[str]] = frozenset()
+    # the variants whose fp16 harm depends on the precision the launch gives (no constructor
+    # chooses one): sharding-only too in a file every launch of which runs without fp16
+    launch_precision_variants: ClassVar[frozenset[str]] = frozenset()
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
 
