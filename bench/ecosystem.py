@@ -418,6 +418,17 @@ GIT_CORPORA = {
     "ka-mig": ("GuotaoLiang/KA-MIG", "0b4ceb150ef64207af65e2c9227c9b256a3ef094", None),
     "llm-science-exam": ("rbiswasfc/llm-science-exam", "2c2a24f6d21a512566af058c7a1676751fd16401", None),
     "rts2s-dg": ("mailong25/rts2s-dg", "a1b8a9584ffc753bd75e7bd687f2303dfe40c601", None),
+    # batch 38 (2026-11-29, twentieth session): first contact recorded at 1733835, after batch 37's fixes
+    "sign2vec": ("JSALT2024/sign2vec", "61e903032855c399b0f615d45923c4895cf10899", None),
+    "mncdv3": ("EricYu97/MNCDV3-ALL", "4400445afb8a711d4abd73464b5b210ee72f0564", None),
+    "mimictest": ("EDiRobotics/mimictest", "8505b07ef8ec1e5bf77d04dc221a88885701594f", None),
+    "ionosphere-diffusion": ("fpramunno/ionosphere_diffusion", "ffdb62a7a355f315c7495ff75c13312c697b7e32", None),
+    "gnn-diffusion-stock": ("yigit-uslu/GNN-Diffusion-Stock-Forecasting", "b441c0178c4a5853b685ee8a42bbb1b124332477", None),
+    "yield-elicitation": ("infosenselab/yield", "4700a279fabfe677945bf46ef22e67a19c5c156e", None),
+    "multiview-behavior": ("PPWangyc/multi-view", "b00b82719b0f8fa1e69d2adf081b36c5067bce59", None),
+    "generate-to-ground": ("Felix-012/generate_to_ground", "699364ad02f61b9bf9f9af02f9e056a2ada87716", None),
+    "simclr-audio-events": ("kligvasser/simclr-audio-events", "01ef47262da53916a1fd3d4849b5850e3fe0e169", None),
+    "elias": ("nilesh2797/ELIAS", "724b5fefd519eafef82465b9be7c9da5fe8d6e4e", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
