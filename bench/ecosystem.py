@@ -595,7 +595,8 @@ def _recall(found_tp: int, missed: int) -> float | None:
 
 def compare(name: str, findings: list[dict], table: dict[Key, tuple[str, str]]) -> dict:
     """Findings against the table. A finding on a ``missed`` row is a real bug now found (TP);
-    ``missed`` rows still not found count against recall. AL403 (info) is counted apart."""
+    ``missed`` rows still not found, and ``TP`` rows no longer found, count against recall.
+    AL403 (info) is counted apart."""
     found = dict(zip(_numbered([(f["path"], f["line"], f["code"]) for f in findings]), findings))
     per_rule: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     new = []
@@ -608,9 +609,11 @@ def compare(name: str, findings: list[dict], table: dict[Key, tuple[str, str]]) 
             new.append(finding)
         per_rule[key.code][verdict] += 1
     for key, (verdict, _) in table.items():
-        if verdict == MISSED and key not in found:
+        # a real bug no longer reported counts against recall, whether it was read as missed or
+        # reported once (TP) and lost since
+        if verdict in (MISSED, "TP") and key not in found:
             per_rule[key.code][MISSED] += 1
-    still_missed = sorted((k for k, v in table.items() if v[0] == MISSED and k not in found),
+    still_missed = sorted((k for k, v in table.items() if v[0] in (MISSED, "TP") and k not in found),
                           key=lambda k: (k.path, k.line, k.code))
     gone = sorted((k for k, v in table.items() if k not in found and v[0] != MISSED),
                   key=lambda k: (k.path, k.line, k.code))
