@@ -68,6 +68,9 @@ class Library:
     # objects whose method writes a file, by the call that makes them: qualified maker ->
     # (the writing method, how it writes, the object's methods that return another such object)
     writer_objects: dict[str, tuple[str, WriteModel, frozenset[str]]] = field(default_factory=dict)
+    # packages whose `...Trainer` classes run a training loop of their own on every launched
+    # process (transformers' Trainer, trl's SFTTrainer): a file that builds one trains on several
+    distributed_trainer_packages: tuple[str, ...] = ()
 
     def extended(self, extension: tuple) -> Library:
         """This table with a project's rows (``Config.library_extension``) added."""
@@ -101,6 +104,7 @@ class Library:
             tracker_runs=self.tracker_runs,
             tracker_ends=self.tracker_ends,
             writer_objects=self.writer_objects,
+            distributed_trainer_packages=self.distributed_trainer_packages,
         )
 
 
@@ -132,6 +136,7 @@ def default_library() -> Library:
         keeps_frozen_methods=frozenset(data.get("keeps-frozen", {}).get("methods", ())),
         keeps_frozen_calls=frozenset(data.get("keeps-frozen", {}).get("calls", ())),
         identity_calls=dict(data.get("identity-calls", {})),
+        distributed_trainer_packages=tuple(data.get("distributed-trainers", {}).get("packages", ())),
         loader_classes=frozenset(data.get("loader-classes", {}).get("classes", ())),
         attribute_dicts=frozenset(data.get("attribute-dicts", {}).get("classes", ())),
         scheduler_horizons={name: {int(position): parameter for position, parameter in row.items()}

@@ -297,9 +297,13 @@ class FileModel:
             return False
         if any(summary.returns is not None and summary.returns.is_acc for summary in self.objects.summaries.values()):
             return False  # a factory: its callers elsewhere may use the accelerator for several processes
+        trainer_packages = self.library.distributed_trainer_packages
         for call in self.index.calls:
             if self.op_kind(call) is not None:
                 return False
+            qualified = self.index.imports.qualify_expr(call.func) or ""
+            if qualified.endswith("Trainer") and qualified.partition(".")[0] in trainer_packages:
+                return False  # (a library trainer trains on every launched process)
             # handed to code of another module, which may use it for several processes
             if self.index.resolve_call(call) is None and any(
                     (v := self.objects.values.get(arg.value)) is not None and v.is_acc for arg in call.args):

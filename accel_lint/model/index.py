@@ -341,11 +341,32 @@ class FileIndex:
         return frozenset(name for name, literal in self.bindings.items() if literal == [True])
 
     @cached_property
+    def names_bound_to_one_boolean(self) -> dict[str, bool]:
+        """Plain names every binding of which in the file is ``name = True`` or every one
+        ``name = False``, inside functions (``use_wandb = False  # args.use_wandb`` in
+        ``main()``: code switched off by hand): wherever they are read they hold that value. Any
+        other binding of the name (a parameter, a loop target, another value) leaves it out, and
+        so does one at module level (``EVAL_ONLY = False`` in the ``__main__`` block is the
+        script's setting, which its user edits)."""
+        literal: dict[str, set[str]] = {}
+        counts: dict[str, int] = {}
+        for node in self.parents:
+            if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name \
+                    and type(node.value) is cst.Name and node.value.value in ("True", "False") \
+                    and type(self.scope_of(node)) is cst.FunctionDef:
+                name = node.targets[0].target.value
+                literal.setdefault(name, set()).add(node.value.value)
+                counts[name] = counts.get(name, 0) + 1
+        return {name: values.pop() == "True" for name, values in literal.items()
+                if len(values) == 1 and len(self.bindings.get(name, ())) == counts[name]}
+
+    @cached_property
     def dead_arms(self) -> frozenset[cst.CSTNode]:
         """The arms of conditional expressions and ``if`` statements that no launch runs, by
         :meth:`known_test`: what they read and call is never evaluated."""
         if not self.cli_defaults_not_none and not self.defaults_never_overridden \
                 and not self.names_bound_once_to_literals and not self.constant_flags \
+                and not self.names_bound_to_one_boolean \
                 and "__name__" not in self.identifiers and "False" not in self.identifiers \
                 and "True" not in self.identifiers:
             return frozenset()
@@ -441,17 +462,19 @@ class FileIndex:
         declares that option with a number or string default and never assigns it ``None``
         (``cli_defaults_not_none``); a flag parameter no call of its nested function passes is
         its default (``defaults_never_overridden``); a name bound once, to a string or number
-        literal, is never ``None`` (``names_bound_once_to_literals``); ``True`` and ``False``
-        themselves, and ``False and ...`` / ``True or ...`` by their left side. ``None`` otherwise. Every walk that splits paths at a
+        literal, is never ``None`` (``names_bound_once_to_literals``); a name every binding of which
+        is the same boolean literal is that value (``names_bound_to_one_boolean``); ``True`` and
+        ``False`` themselves, and ``... and False`` / ``True or ...`` by a side that decides. ``None`` otherwise. Every walk that splits paths at a
         branch asks this, so a dead arm is dead for every rule. ``__name__ == "__main__"`` at
         the top of the module is ``True``: the file is linted as the program that is run."""
         if type(test) is cst.Name and test.value in ("True", "False"):
             return test.value == "True"  # `if False:` (code switched off by hand)
         if type(test) is cst.BooleanOperation:
-            # `if False and (...)`: the left operand decides
-            left = self.known_test(test.left)
-            if left is (type(test.operator) is cst.Or):
-                return left
+            # `if False and (...)`, `if accelerator.is_main_process and use_wandb:` with
+            # `use_wandb = False`: a side that decides the whole test
+            deciding = type(test.operator) is cst.Or
+            if self.known_test(test.left) is deciding or self.known_test(test.right) is deciding:
+                return deciding
             return None
         if type(test) is cst.Comparison and self._is_main_test(test):
             return type(test.comparisons[0].operator) is cst.Equal
@@ -460,6 +483,8 @@ class FileIndex:
             name = test.value if type(test) is cst.Name else test.expression.value
             scope = self.scope_of(test)
             value = self.defaults_never_overridden.get(scope, {}).get(name) if type(scope) is cst.FunctionDef else None
+            if value is None:
+                value = self.names_bound_to_one_boolean.get(name)
             if value is None:
                 return None
             return value if type(test) is cst.Name else not value

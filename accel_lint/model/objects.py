@@ -125,7 +125,10 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         container=a.container and b.container,
         kind=a.kind if a.kind == b.kind else None,  # paths that made different (or unknown) kinds
         prepared=prepared,
-        is_acc=a.is_acc and b.is_acc,
+        # an accelerator on one path, a stand-in the file does not know on the other
+        # (`DummyAccelerator(device)`, `None`): the program is an Accelerate one where it runs
+        # the accelerator, and a stand-in is no evidence against that
+        is_acc=a.is_acc and b.is_acc or (a.is_acc and _stand_in(b)) or (b.is_acc and _stand_in(a)),
         origin=a.origin if a.origin is b.origin else None,
         alternatives=frozenset() if a.origin is b.origin else a.origins() | b.origins(),
         unwrapped=a.unwrapped and b.unwrapped,
@@ -138,6 +141,13 @@ def merge(a: Value | None, b: Value | None) -> Value | None:
         attribute_items=a.attribute_items and b.attribute_items,
         prepared_unknown_kind=a.prepared_unknown_kind and b.prepared_unknown_kind,
     )
+
+
+def _stand_in(v: Value) -> bool:
+    """An object of no kind the model knows, never prepared or unwrapped: what a program binds
+    where it runs without its accelerator (a dummy of the file's own, ``None``)."""
+    return v.kind is None and v.prepared == NO and not v.container and not v.unwrapped \
+        and v.elements is None and v.items is None and not v.prepared_unknown_kind
 
 
 def _merge_items(a: tuple | None, b: tuple | None) -> tuple | None:

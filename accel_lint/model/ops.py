@@ -731,7 +731,7 @@ class _Walker:
     def _if(self, stmt: cst.If, stmts: list, i: int, guard: Guard | None, items: list[Item]):
         self._calls(stmt.test, guard, items)
         then, other = self._branches(stmt)
-        rank = self.a.ranks.is_rank_dependent(stmt.test)
+        rank = self.a.ranks.is_rank_dependent(stmt.test) and not _takes_turns(self.a.index, stmt)
         value = self.a.ranks.evaluate(stmt.test, self.cls)
         if rank and value is not FORK and value is not UNIFORM:
             chosen, skipped = (then, other) if value else (other, then)
@@ -963,3 +963,31 @@ class _Walker:
                 continue  # reported inside the callee; counting it again here would duplicate
             callee = self.a.summary(target, self.cls, constants)
             items.extend(_relocate(callee.items, call, name, guard))
+
+
+_WORLD_SIZES = ("num_processes", "get_world_size", "world_size")
+
+
+def _takes_turns(index: FileIndex, stmt: cst.If) -> bool:
+    """``for i in range(dist.get_world_size()): if i == dist.get_rank(): ...``: each rank takes
+    the branch once, on its own turn, so what it runs there (a barrier in a helper) is matched
+    by the others' turns. (The test is on the loop's variable and a rank; the loop counts the
+    processes.)"""
+    test = stmt.test
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 \
+            or type(test.comparisons[0].operator) is not cst.Equal:
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    names = [side.value for side in sides if type(side) is cst.Name]
+    for parent in index.ancestors(stmt):
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if type(parent) is cst.For and type(parent.target) is cst.Name and parent.target.value in names \
+                and type(parent.iter) is cst.Call and type(parent.iter.func) is cst.Name \
+                and parent.iter.func.value == "range" and len(parent.iter.args) == 1:
+            count = parent.iter.args[0].value
+            counted = count.func if type(count) is cst.Call else count
+            return type(counted) in (cst.Name, cst.Attribute) and (
+                counted.value if type(counted) is cst.Name else counted.attr.value) in _WORLD_SIZES
+    return False
+

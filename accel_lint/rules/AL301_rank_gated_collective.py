@@ -28,7 +28,9 @@ class RankGatedCollective(Rule):
     or `next(iter(loader))` for a sample batch) counts: each `iter()` broadcasts rank 0's
     sampler generator, on every backend.
     Balanced branches (`if main: work(); wait() else: wait()`) and uniform conditions
-    (`sync_gradients`, step counters, `num_processes`, CLI arguments, gathered values) pass.
+    (`sync_gradients`, step counters, `num_processes`, CLI arguments, gathered values) pass,
+    and so do turns (`for i in range(dist.get_world_size()): if i == dist.get_rank(): ...`),
+    where every rank takes the branch once.
 
     ## Why is this bad?
     A collective completes only when every rank calls it. The ranks that skip it run on
@@ -61,6 +63,21 @@ class RankGatedCollective(Rule):
     scope = "distributed"
 
     VALID = [
+        # each rank takes its turn: `i == rank` holds once per rank in a loop over the process
+        # count, so the barrier in the helper is matched by the other ranks' turns
+        """\
+        import torch.distributed as dist
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        def rebuild_loader(epoch):
+            loader = make_loader(epoch)
+            accelerator.wait_for_everyone()
+            return loader
+        for epoch in range(3):
+            for i in range(dist.get_world_size()):
+                if i == dist.get_rank():
+                    loader = rebuild_loader(epoch)
+        """,
         # rank 0 fails the job when the data is missing: the launcher stops the ranks at the barrier
         """\
         import os

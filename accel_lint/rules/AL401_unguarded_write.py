@@ -251,6 +251,33 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
 """,
     ]
     INVALID = [
+        # the accelerator only logs, but a library trainer trains on every launched process
+        """\
+        from accelerate import Accelerator
+        from transformers import AutoTokenizer
+        from trl import SFTTrainer
+        accelerator = Accelerator()
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+        trainer = SFTTrainer(model=model, train_dataset=dataset)
+        trainer.train()
+        tokenizer.save_pretrained("out/adapter")  # expect: AL401
+        """,
+        # the accelerator on one path, a stand-in of the project's own on the other: the
+        # program is an Accelerate one where it runs the accelerator (and other modules call
+        # this function, as they call any that uses an accelerator)
+        """\
+        from accelerate import Accelerator
+        from utils import DummyAccelerator
+        def run_experiment(args):
+            if args.no_accelerate:
+                accelerator = DummyAccelerator(device="cuda:0")
+            else:
+                accelerator = Accelerator()
+            if accelerator.is_local_main_process:
+                make_folders(args.out)
+            with open(f"{args.out}/console_logs.txt", "w") as log:  # expect: AL401
+                log.write("start")
+        """,
         """
 import joblib
 from accelerate import Accelerator

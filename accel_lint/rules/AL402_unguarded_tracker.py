@@ -62,6 +62,22 @@ class UnguardedTracker(Rule):
     summary = "a wandb/tensorboard/mlflow call that every rank makes (duplicate runs, blocked logins)"
 
     VALID = [
+        # the flag is switched off by hand in every function that reads it: those calls never run
+        """\
+        import wandb
+        from accelerate import Accelerator
+        def main(args):
+            accelerator = Accelerator()
+            use_wandb = False  # args.use_wandb
+            if accelerator.is_main_process and use_wandb:
+                wandb.init(project="p")
+            use_wandb = False
+            def save():
+                if args.save_model and use_wandb:
+                    wandb.save("model.pt")
+            for step in range(10):
+                save()
+        """,
         # the writer exists only on the main process (the else branch binds None there), so a
         # method's `is not None` test is a rank guard
         """\
