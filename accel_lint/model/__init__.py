@@ -2241,6 +2241,14 @@ class FileModel:
             return True  # a caller in another module runs it on every rank
         return scope in self._scopes_using_an_accelerator
 
+    def callers_unknown_off_accelerate(self, scope: ScopeNode) -> bool:
+        """``scope`` is a function that nothing in the file calls or builds, that uses no
+        accelerator and that no caller in another module is known to run on every rank: on
+        which ranks it runs, if on several, is unknown."""
+        if not isinstance(scope, cst.FunctionDef) or self.ops.call_sites(scope) or self.constructions_of(scope):
+            return False
+        return not self.runs_on_every_rank(scope)
+
     def callers_guard(self, scope: ScopeNode) -> Guard | None:
         """For a module function that every caller in the other modules of the tree calls under a
         rank guard: that guard, as a ``Guard`` on the function (``how="callers"``, the condition

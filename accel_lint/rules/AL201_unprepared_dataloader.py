@@ -33,7 +33,9 @@ class UnpreparedDataloader(Rule):
     the whole dataset and the gradient all-reduce averages identical batches: N GPUs do
     one GPU's work. In evaluation every rank evaluates everything, so
     `gather_for_metrics` counts each sample N times. Nothing fails.
-    Not flagged: loaders with a `DistributedSampler` (torch's, or a class of the file derived
+    Not flagged: loops in a function that uses no accelerator and that nothing in the file
+    calls (a plain PyTorch trainer method beside the Accelerate one: who runs it is unknown);
+    loaders with a `DistributedSampler` (torch's, or a class of the file derived
     from it or reading the rank) or a sampler of unknown behaviour (a class of another
     module), loaders over data already sharded
     per rank (`split_between_processes`, `.shard(...)`), loaders over a buffer the function
@@ -67,6 +69,23 @@ class UnpreparedDataloader(Rule):
     summary = "a DataLoader iterated in a training/eval loop is never prepared; every rank sees the full dataset"
 
     VALID = [
+        # a plain PyTorch trainer method beside the Accelerate one: it uses no accelerator and
+        # nothing in the file calls it, so on which ranks it runs is unknown
+        """\
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader
+        class Learner:
+            def fit(self, accelerator: Accelerator, model, loader):
+                model, loader = accelerator.prepare(model, loader)
+                for batch in loader:
+                    accelerator.backward(model(batch).sum())
+            def fit_without_accelerate(self, model, optimizer, samples):
+                loader = DataLoader(samples, batch_size=16, shuffle=True)
+                for batch in loader:
+                    model(batch).sum().backward()
+                    optimizer.step()
+        """,
         """\
         import torch
         from accelerate import Accelerator
@@ -339,6 +358,10 @@ for batch in eval_dl:  # expect: AL201
                     continue
                 if model.single_process_at(loop):
                     continue  # (the program runs only as one process there: nothing to shard)
+                if model.callers_unknown_off_accelerate(model.scope_of(loop)):
+                    # a function that uses no accelerator and that nothing in the file calls (a
+                    # plain PyTorch trainer method beside the Accelerate one): who runs it is unknown
+                    continue
                 train = _trains(model, loop)
                 if train is None or (not train and model.under_rank_condition(loop)):
                     # an evaluation only some ranks run (main-only evaluation): sharding its
