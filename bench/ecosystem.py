@@ -429,6 +429,17 @@ GIT_CORPORA = {
     "generate-to-ground": ("Felix-012/generate_to_ground", "699364ad02f61b9bf9f9af02f9e056a2ada87716", None),
     "simclr-audio-events": ("kligvasser/simclr-audio-events", "01ef47262da53916a1fd3d4849b5850e3fe0e169", None),
     "elias": ("nilesh2797/ELIAS", "724b5fefd519eafef82465b9be7c9da5fe8d6e4e", None),
+    # batch 39 (2026-11-29, twentieth session): first contact recorded at 6e11dab, after batch 38's fixes
+    "soda-mutation-testing": ("yifan-CodeDir/SODA", "2221c3015651ded2c0fc693f52be326cd1618392", None),
+    "blip2-vqa-finetune": ("Flora-jia-jfr/blip2_finetune", "59164ef41eab6e042f7c3ceae36fecdd6f5133e3", None),
+    "kb-binder-kbqa": ("Oran-Ac/KB-BINDER", "6826d51ace06178ce2c7b27fa187b16f1597714a", None),
+    "irformer-vis2ir": ("CXH-Research/IRFormer", "bb7d39f752b919b2bdd95724274237a5a09821cb", None),
+    "taudio-temporal-loc": ("inkitori/taudio", "e191d739fc3672333284c7e816df61136f62f799", None),
+    "tokenfold-structure": ("timodonnell/structure-search", "b8e6f58083ee9867a28debd8c5927c2f0ff2f1f8", None),
+    "mycdm-cognitive-diagnosis": ("BlackieFC/MyCDM", "54abd595ae442218e0f693ad1a4a4489208c4bd2", None),
+    "finance-synthetic-data": ("ncograf/synthetic_data", "c8874c7d74e91c0db26128ba4c88f7aea73c3735", None),
+    "rat-vocal-separation": ("otanaaa/BME_10_project", "d68b317a933eebff54a22044fe26a439881b3143", None),
+    "holomotion-humanoid-rl": ("HorizonRobotics/HoloMotion", "71ab7e976de23aa9bb351030dd61b05426d3443c", None),
 }
 CORPORA = ["wheels", *GIT_CORPORA]
 # for whole repositories: only the sources (a snapshot may lack its large binary files)
