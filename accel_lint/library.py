@@ -44,6 +44,7 @@ class Library:
     unguarded_saver_suffixes: tuple[str, ...] = ()
     unguarded_model_attributes: tuple[str, ...] = ()  # `model.generation_config.save_pretrained(...)`
     unguarded_saver_packages: tuple[str, ...] = ()  # every class of these packages
+    unguarded_saver_mixins: frozenset[str] = frozenset()  # classes of the tree deriving from these
     rank_unique_sources: frozenset[str] = frozenset()
     rank_predicates: dict[str, str] = field(default_factory=dict)  # qualified name -> "main" | "local_main"
     collectives: dict[str, str] = field(default_factory=dict)  # qualified name -> op kind
@@ -86,6 +87,7 @@ class Library:
             unguarded_saver_suffixes=self.unguarded_saver_suffixes,
             unguarded_model_attributes=self.unguarded_model_attributes,
             unguarded_saver_packages=self.unguarded_saver_packages,
+            unguarded_saver_mixins=self.unguarded_saver_mixins,
             rank_unique_sources=self.rank_unique_sources | frozenset(rows.get("extend-rank-unique-sources", ())),
             rank_predicates={**self.rank_predicates, **dict(rows.get("extend-rank-predicates", ()))},
             collectives={**self.collectives, **dict(rows.get("extend-collectives", ()))},
@@ -125,6 +127,7 @@ def default_library() -> Library:
         unguarded_saver_suffixes=tuple(data.get("unguarded-savers", {}).get("class-suffixes", ())),
         unguarded_model_attributes=tuple(data.get("unguarded-savers", {}).get("model-attributes", ())),
         unguarded_saver_packages=tuple(data.get("unguarded-savers", {}).get("packages", ())),
+        unguarded_saver_mixins=frozenset(data.get("unguarded-savers", {}).get("mixins", ())),
         rank_unique_sources=frozenset(data.get("rank-unique-sources", {}).get("calls", ())),
         rank_predicates=dict(data.get("rank-predicates", {})),
         collectives=dict(data.get("collectives", {})),

@@ -2396,6 +2396,24 @@ class FileModel:
             return self._origins_of(value.origin.args[0].value)
         return (value.origins(), value.kind) if value is not None else (frozenset(), None)
 
+    @cached_property
+    def _saver_classes(self) -> frozenset[str]:
+        """Classes of this file that inherit ``save_pretrained`` from a saver mixin of the
+        library table (``class Net(nn.Module, PyTorchModelHubMixin)``)."""
+        mixins = self.library.unguarded_saver_mixins
+        return frozenset(name for name, cls in self.index.classes.items()
+                         if any((self.index.imports.qualify(base) or base) in mixins for base in cls.bases))
+
+    def _inherits_saver(self, owner: cst.BaseExpression) -> bool:
+        """``owner`` is ``self`` in a method of such a class, or an object every binding of which
+        builds one."""
+        if type(owner) is cst.Name and owner.value == "self":
+            cls = self.index.class_of(self.scope_of(owner))
+            return cls is not None and cls.name in self._saver_classes
+        origins, _ = self._origins_of(owner)
+        return bool(origins) and all(type(o) is cst.Call and type(o.func) is cst.Name
+                                     and o.func.value in self._saver_classes for o in origins)
+
     def is_unwrap_call(self, call: cst.CSTNode) -> bool:
         """``call`` is an accelerator's ``unwrap_model(model)``."""
         return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
@@ -2473,7 +2491,8 @@ class FileModel:
         methods = {name: dict(d.split("|", 1) for d in detail.split("\n")) for name, facts in self.external.items()
                    for kind, detail in facts if kind == WRITING_METHODS}
         for call in self.index.calls:
-            w = classify_write(call, self.index.imports, self.library, self._origins_of)
+            w = classify_write(call, self.index.imports, self.library, self._origins_of,
+                               self._inherits_saver if self._saver_classes else None)
             if w is None and writers:
                 w = self._imported_write(call, writers.get(dotted_name(call.func) or ""))
             if w is None and methods and type(call.func) is cst.Attribute:

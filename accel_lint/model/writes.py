@@ -59,9 +59,12 @@ OriginsOf = Callable[[cst.BaseExpression], "tuple[frozenset, str | None]"]
 
 
 def classify_write(call: cst.Call, imports: ImportMap, library: Library,
-                   origins_of: OriginsOf | None = None) -> Write | None:
+                   origins_of: OriginsOf | None = None,
+                   inherits_saver: Callable[[cst.BaseExpression], bool] | None = None) -> Write | None:
     """``Write`` when ``call`` mutates the file system (by the library table), else ``None``.
-    ``origins_of(expr)``: the calls that may have made the object ``expr`` holds, and its kind."""
+    ``origins_of(expr)``: the calls that may have made the object ``expr`` holds, and its kind.
+    ``inherits_saver(expr)``: the object is an instance of a class of the tree that inherits
+    ``save_pretrained`` from one of the library table's saver mixins."""
     name = dotted_name(call.func)
     first = call.args[0].value if call.args else None
     if name == "open" or (name and imports.qualify(name) in ("io.open", "builtins.open")):
@@ -93,6 +96,8 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
         if made is not None:
             return Write(call, f"{owner or _shown(call.func.value)}.{method}", _argument(call, made.path, made.path_keyword),
                          _is_tolerant(call, made.tolerant), made.creates_directory)
+        if method == "save_pretrained" and inherits_saver is not None and inherits_saver(call.func.value):
+            return Write(call, f"{owner or _shown(call.func.value)}.save_pretrained", first)
         if method == "save_pretrained" and origins_of is not None:
             saver = _unguarded_saver(call.func.value, library, origins_of, imports)
             gated = any(a.keyword is not None and a.keyword.value == "is_main_process" for a in call.args)

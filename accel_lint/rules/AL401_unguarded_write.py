@@ -24,7 +24,9 @@ class UnguardedWrite(Rule):
     tokenizers, processors and configs made by their library class (`AutoTokenizer.from_pretrained`;
     unlike transformers 5 models, they do not gate themselves) and on diffusers models and
     pipelines (also through `unwrap_model`), unless given `is_main_process=`: a diffusers model
-    writes its config and weights on every rank that calls it. Which calls write, where their
+    writes its config and weights on every rank that calls it; and on a class of the project
+    that inherits `save_pretrained` from huggingface_hub's `PyTorchModelHubMixin` (no rank
+    check: every rank writes, and pushes with `push_to_hub=True`). Which calls write, where their
     path is and which keywords make them safe is the library table (`accel_lint/library.toml`,
     extended by `extend-writes` in `[tool.accel-lint]`). A call of a function of another module
     of the linted tree (imported by name, or through `from module import *`, also passed on by
@@ -251,6 +253,22 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
 """,
     ]
     INVALID = [
+        # a model class that inherits huggingface_hub's save_pretrained, which checks no rank
+        """\
+        import torch
+        from accelerate import Accelerator
+        from huggingface_hub import PyTorchModelHubMixin
+        class Detector(torch.nn.Module, PyTorchModelHubMixin):
+            def __init__(self):
+                super().__init__()
+                self.accelerator = Accelerator()
+                self.net = torch.nn.Linear(2, 2)
+            def fit(self, loader, out_dir):
+                net, loader = self.accelerator.prepare(self.net, loader)
+                for batch in loader:
+                    self.accelerator.backward(net(batch).sum())
+                self.save_pretrained(out_dir)  # expect: AL401
+        """,
         # the accelerator only logs, but a library trainer trains on every launched process
         """\
         from accelerate import Accelerator
