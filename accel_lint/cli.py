@@ -242,7 +242,7 @@ def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> C
     from dataclasses import replace
 
     from .launches import (command_texts, deepspeed_scripts, fp16_free_scripts, names_sharding_backend,
-                           one_process_project_scripts, single_process_scripts)
+                           one_process_project_scripts, single_process_scripts, strips_module_prefix)
 
     folders = [Path(a).resolve() if Path(a).is_dir() else Path(a).resolve().parent for a in arguments]
     folders = [f for f in folders if f.exists()]
@@ -260,7 +260,9 @@ def _with_launches(config: Config, arguments: list[str], files: list[Path]) -> C
                    one_process_project_files=one_process_project_scripts(top, files, commands),
                    deepspeed_files=deepspeed_scripts(top, files, commands),
                    names_sharding_backend=names_sharding_backend(top, commands),
-                   fp16_free_files=fp16_free_scripts(top, files, commands))
+                   fp16_free_files=fp16_free_scripts(top, files, commands),
+                   # (the linted code's own loaders, not the repository's other tools)
+                   strips_module_prefix=any(strips_module_prefix(folder) for folder in folders))
 
 
 def _repository_root(start: Path) -> Path:

@@ -70,6 +70,9 @@ class Config:
     names_sharding_backend: bool = True
     # files every launch of which runs without fp16 (``launches.fp16_free_scripts``)
     fp16_free_files: frozenset = frozenset()
+    # whether the linted code drops DDP's `module.` prefix when it loads state dicts
+    # (``launches.strips_module_prefix`` over the linted folders); unknown counts as not
+    strips_module_prefix: bool = False
 
     def is_enabled(self, code: str, path: str | None = None) -> bool:
         """ruff's precedence: the longest matching prefix of select vs ignore wins; ties ignore."""

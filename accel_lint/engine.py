@@ -437,6 +437,9 @@ def _apply_launch(result: LintResult, path: str, data: bytes, config: Config) ->
         fp16_free = path in config.fp16_free_files
         _keep_findings(result, lambda d: d.tag not in SHARDING_ONLY_VARIANTS.get(d.code, ()) and not (
             fp16_free and d.tag in LAUNCH_PRECISION_VARIANTS.get(d.code, ())))
+    if config.strips_module_prefix:
+        # the project's loaders drop the `module.` prefix a wrapper's state dict carries
+        _keep_findings(result, lambda d: not (d.code == "AL501" and d.tag == "state_dict"))
     if path in config.deepspeed_files:
         # every launch runs it under DeepSpeed, whose engine forwards the attributes it lacks to
         # the model (its `state_dict()` keys still carry the `module.` prefix)

@@ -17,8 +17,11 @@ run it with a plain ``python`` and the project starts no script on several proce
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import re
+import tokenize
 from pathlib import Path
 
 # text files that carry launch commands; each read up to this size
@@ -344,3 +347,72 @@ def names_sharding_backend(root: Path, commands: Commands | None = None) -> bool
                 continue
     return False
 
+
+# a loader that drops DDP's `module.` prefix from the keys it reads: a quick test of the text,
+# then the tokens (comments and docstrings that quote such code are no loader)
+_MENTIONS_MODULE_PREFIX = re.compile(r"""['"]\^?module|consume_prefix_in_state_dict_if_present""")
+_STRIPPING_METHODS = frozenset({"replace", "removeprefix", "lstrip"})
+
+
+def _strips_module_prefix_in(text: str) -> bool:
+    """``{k.replace("module.", ""): v ...}``, ``k.removeprefix("module.")``, ``re.sub("^module",
+    ...)``, torch's ``consume_prefix_in_state_dict_if_present``, or ``k.startswith("module")``
+    with a ``k[7:]`` slice in the same file."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return False
+
+    def literal(token) -> str:
+        if token.type != tokenize.STRING:
+            return ""
+        try:
+            value = ast.literal_eval(token.string)
+        except (ValueError, SyntaxError):
+            return ""
+        return value if isinstance(value, str) else ""
+
+    tests_prefix = sliced = False
+    for i, token in enumerate(tokens[:-2]):
+        if token.type != tokenize.NAME:
+            if token.string == "[" and tokens[i + 1].string == "7" and tokens[i + 2].string == ":":
+                sliced = True
+            continue
+        if token.string == "consume_prefix_in_state_dict_if_present" and tokens[i + 1].string == "(":
+            return True
+        if tokens[i + 1].string != "(":
+            continue
+        first = literal(tokens[i + 2])
+        if token.string in _STRIPPING_METHODS and first in ("module.", "module") and i and tokens[i - 1].string == ".":
+            return True
+        if token.string == "sub" and first.lstrip("^").startswith("module"):
+            return True
+        if token.string == "startswith" and first.startswith("module"):
+            tests_prefix = True
+    return tests_prefix and sliced
+
+
+def strips_module_prefix(root: Path) -> bool:
+    """Whether some Python file under ``root`` drops the ``module.`` prefix of state-dict keys
+    when it loads them: the project reads back what a wrapper's ``state_dict()`` saved. A tree
+    too large to read whole counts as not known to."""
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            seen += 1
+            if seen > _MAX_FILES:
+                return False
+            path = Path(folder) / name
+            try:
+                if path.stat().st_size > _MAX_BYTES:
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if _MENTIONS_MODULE_PREFIX.search(text) and _strips_module_prefix_in(text):
+                return True
+    return False

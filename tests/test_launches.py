@@ -336,3 +336,48 @@ def test_a_launch_that_fixes_bf16_leaves_a_torch_clip_only_a_sharding_harm(tmp_p
     (tmp_path / "run.sh").write_text("accelerate launch --multi_gpu --mixed_precision bf16 train.py\n"
                                      "accelerate launch --multi_gpu train.py\n")
     assert codes() == ["AL103"]
+
+
+def test_a_project_whose_loaders_strip_the_module_prefix_gets_no_state_dict_finding(tmp_path: Path):
+    """Saving a prepared model's `state_dict()` writes `module.`-prefixed keys under DDP; a
+    project that drops the prefix where it loads them reads them back fine. Its attribute reads
+    on the wrapper still fail, and stay."""
+    from accel_lint.launches import strips_module_prefix
+
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import torch
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(torch.nn.Linear(2, 2))
+        if accelerator.is_main_process:
+            torch.save(model.state_dict(), "net.pt")
+            print(model.weight)
+    """))
+    (tmp_path / "run.sh").write_text("accelerate launch --multi_gpu train.py\n")
+
+    def findings() -> list[tuple[int, str]]:
+        result = CliRunner().invoke(main, [str(tmp_path), "--no-cache", "--output-format", "json", "--select", "AL501"])
+        return sorted((f["line"], f["code"]) for f in json.loads(result.output))
+
+    assert not strips_module_prefix(tmp_path)
+    assert findings() == [(6, "AL501"), (7, "AL501")]
+    (tmp_path / "load.py").write_text("sd = {k.replace('module.', ''): v for k, v in torch.load('net.pt').items()}\n")
+    assert strips_module_prefix(tmp_path)
+    assert findings() == [(7, "AL501")]
+
+
+@pytest.mark.parametrize("code,strips", [
+    ("sd = {k.replace('module.', ''): v for k, v in ckpt.items()}\n", True),
+    ("if key.startswith('module'):\n    name = key[7:]\n", True),
+    ("name = key.removeprefix('module.')\n", True),
+    ("import re\nname = re.sub(r'^module\\.', '', key)\n", True),
+    ("consume_prefix_in_state_dict_if_present(sd, 'module.')\n", True),
+    ("wrapped = any(k.startswith('module.') for k in sd)\n", False),  # a test, no strip
+    ("name = key.replace('modules', '')\n", False),
+    ("# sd = {k.replace('module.', ''): v ...}\n", False),  # a comment
+    ("def load():\n    '''Keys: {k.replace(\"module.\", \"\")}'''\n", False),  # a docstring
+])
+def test_a_loader_that_strips_the_module_prefix_is_read_from_code_not_text(code: str, strips: bool):
+    from accel_lint.launches import _strips_module_prefix_in
+
+    assert _strips_module_prefix_in(code) is strips

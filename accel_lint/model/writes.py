@@ -34,6 +34,21 @@ def _mode_of(call: cst.Call) -> str | None:
     return "r"
 
 
+_MODE_LETTERS = frozenset("rwaxbt+")
+
+
+def _path_open_mode(call: cst.Call) -> str | None:
+    """The mode of ``<path>.open(mode)`` (first positional or ``mode=``), when it is a literal
+    made only of mode letters."""
+    for i, arg in enumerate(call.args):
+        if (arg.keyword is not None and arg.keyword.value == "mode") or (arg.keyword is None and i == 0):
+            if isinstance(arg.value, cst.SimpleString):
+                mode = arg.value.evaluated_value
+                return mode if isinstance(mode, str) and mode and set(mode) <= _MODE_LETTERS else None
+            return None
+    return None
+
+
 def _argument(call: cst.Call, position: int | str | None, keyword: str | None) -> cst.BaseExpression | None:
     if position == "self":
         # `Path(d).mkdir()`: the receiver; `fs.mkdir(d)` (fsspec): the argument
@@ -88,6 +103,14 @@ def classify_write(call: cst.Call, imports: ImportMap, library: Library,
     if isinstance(call.func, cst.Attribute):
         method = call.func.attr.value
         owner = dotted_name(call.func.value) or ""
+        if method == "open":
+            # `Path.open("w")`: the mode is the first argument and the path the receiver (a
+            # string of mode letters only, so `zipfile.ZipFile.open("weights.bin")` is no mode)
+            mode = _path_open_mode(call)
+            if mode and any(c in mode for c in "wax"):
+                return Write(call, f"{owner or _shown(call.func.value)}.open(%r)" % mode, call.func.value,
+                             tolerant="a" in mode and not any(c in mode for c in "wx"))
+            return None
         known = library.write_methods.get(method)
         if known is not None:
             return Write(call, f"{owner or '...'}.{method}", _argument(call, known.path, known.path_keyword),

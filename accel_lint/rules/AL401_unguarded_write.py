@@ -18,7 +18,7 @@ class UnguardedWrite(Rule):
     ## What it does
     Flags file-system mutations outside any rank-gated region of code that runs on every
     rank: `torch.save`, `safetensors` `save_file`, `np.save`, `open(..., "w"|"a"|"x")`,
-    `Path.write_text`/`write_bytes`/`mkdir`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
+    `Path.write_text`/`write_bytes`/`mkdir`/`open("w")`, `shutil.rmtree`/`copy*`/`move`, `os.remove`/
     `unlink`/`rename`/`replace`/`mkdir`/`makedirs`, `df.to_csv`, a PIL image's `.save(path)`
     (`Image.fromarray(a).convert("L").save(out)`), and `save_pretrained` on
     tokenizers, processors and configs made by their library class (`AutoTokenizer.from_pretrained`;
@@ -253,6 +253,19 @@ torch.save(model.state_dict(), f"/tmp/{uuid.uuid4()}.pt")
 """,
     ]
     INVALID = [
+        # `Path.open("w")`: the receiver is the path; reading it is no write
+        """\
+        import json
+        from pathlib import Path
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model = accelerator.prepare(model)
+        out = Path("runs")
+        with (out / "model_info.json").open("w") as f:  # expect: AL401
+            json.dump({"layers": 4}, f)
+        with (out / "model_info.json").open() as f:
+            info = json.load(f)
+        """,
         # a model class that inherits huggingface_hub's save_pretrained, which checks no rank
         """\
         import torch

@@ -66,7 +66,10 @@ class MissingUnwrap(Rule):
     pipeline (`StableDiffusionPipeline.from_pretrained(path, unet=unet)`,
     `StableDiffusionPipeline(vae=vae, unet=unet, ...)`; the library table's
     `bare-model-consumers`).
-    Not flagged: `.state_dict()` inside `with FSDP.state_dict_type(...)`; reads where no
+    Not flagged: `.state_dict()` inside `with FSDP.state_dict_type(...)`; `.state_dict()` where
+    the linted code drops the `module.` prefix when it loads state dicts
+    (`{k.replace("module.", ""): v ...}`, `k[7:]` after `k.startswith("module")`,
+    `consume_prefix_in_state_dict_if_present`); reads where no
     accelerator exists (the other side of a flag bound once that every `Accelerator(...)` of the
     file is built under: `... if self.use_accelerator else self.model.state_dict()`); attributes read in a
     branch that tests for the wrapper (`isinstance(m, DDP)`, `hasattr(m, "module")`,
