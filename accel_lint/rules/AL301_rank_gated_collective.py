@@ -22,8 +22,10 @@ class RankGatedCollective(Rule):
     `if accelerator.is_main_process:`, after `if not accelerator.is_main_process: return`,
     inside an `@accelerator.on_main_process` function, or in one branch only. A loop whose
     last statement leaves it on a rank-dependent test (`if accelerator.is_main_process and
-    early_stop(...): break` at the end of the epoch) is flagged at the first collective of
-    its body: the ranks that stay run the next pass and wait there for the ones that left.
+    early_stop(...): break` at the end of the epoch, or a main-process block that ends in
+    `if patience >= 5: break` on a counter only that block keeps) is flagged at the first
+    collective of its body: the ranks that stay run the next pass and wait there for the ones
+    that left.
     Iterating a prepared loader built with `DataLoader(..., shuffle=True)` (a `for` over it,
     or `next(iter(loader))` for a sample batch) counts: each `iter()` broadcasts rank 0's
     sampler generator, on every backend.
@@ -194,6 +196,26 @@ if best > ppl:
 """,
     ]
     INVALID = [
+        # the main process's block ends in an early stop on a counter only it keeps: it leaves the
+        # epoch loop, the others wait in the next epoch's backward
+        """\
+        from accelerate import Accelerator
+        accelerator = Accelerator()
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        patience, best = 0, 0.0
+        for epoch in range(100):
+            for batch in loader:
+                accelerator.backward(model(batch).sum())  # expect: AL301
+                optimizer.step()
+            score = evaluate(model)
+            if accelerator.is_main_process:
+                if score > best:
+                    best, patience = score, 0
+                else:
+                    patience += 1
+                if patience >= 5:
+                    break
+        """,
         """\
         from accelerate import Accelerator
         from torch.utils.data import DataLoader
