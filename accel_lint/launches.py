@@ -151,10 +151,43 @@ def _plain_python_mentions(text: str, folders: list[Path] | None = None) -> list
     return [(script, MULTI if _MULTI.search(before) else SINGLE) for script, before, _ in _runs(text)]
 
 
-def _command_files(root: Path) -> list[Path]:
-    out: list[Path] = []
+def _walk(root: Path):
+    """``os.walk`` of the project's own folders (no VCS, virtual environment or cache folders)."""
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
+        yield folder, files
+
+
+_TOO_MANY = None  # what _texts_under yields, last, for a tree with more such files than it reads
+
+
+def _texts_under(root: Path, suffixes: tuple[str, ...], skipped: tuple[str, ...] = ()):
+    """The text of every file under ``root`` whose name ends in one of ``suffixes``, up to
+    ``_MAX_BYTES`` each; past ``_MAX_FILES`` such files, ``_TOO_MANY`` and no more. Files that
+    also end in one of ``skipped`` (read already by the caller) count but are not read."""
+    seen = 0
+    for folder, files in _walk(root):
+        for name in files:
+            if not name.endswith(suffixes):
+                continue
+            seen += 1
+            if seen > _MAX_FILES:
+                yield _TOO_MANY
+                return
+            if name.endswith(skipped):
+                continue
+            path = Path(folder) / name
+            try:
+                if path.stat().st_size > _MAX_BYTES:
+                    continue
+                yield path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+
+
+def _command_files(root: Path) -> list[Path]:
+    out: list[Path] = []
+    for folder, files in _walk(root):
         for name in files:
             if name.endswith(_COMMAND_FILES) or name in _COMMAND_NAMES:
                 out.append(Path(folder) / name)
@@ -290,8 +323,7 @@ def fp16_free_scripts(root: Path, python_files: list[Path], commands: Commands |
 def _python_file_names(root: Path) -> set[str]:
     """The names of the ``.py`` files under ``root`` (at most ``_MAX_FILES`` folders' worth)."""
     names: set[str] = set()
-    for count, (folder, dirs, files) in enumerate(os.walk(root)):
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
+    for count, (folder, files) in enumerate(_walk(root)):
         names.update(name for name in files if name.endswith(".py"))
         if count > _MAX_FILES:
             break
@@ -328,24 +360,9 @@ def names_sharding_backend(root: Path, commands: Commands | None = None) -> bool
     commands = command_texts(root) if commands is None else commands
     if any(_SHARDING.search(text) for text, _ in commands):
         return True
-    seen = 0
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
-        for name in files:
-            if not name.endswith(_SETTING_FILES):
-                continue
-            seen += 1
-            if seen > _MAX_FILES:
-                return True
-            path = Path(folder) / name
-            try:
-                if path.stat().st_size > _MAX_BYTES:
-                    continue
-                if _SHARDING.search(path.read_text(encoding="utf-8", errors="replace")):
-                    return True
-            except OSError:
-                continue
-    return False
+    # (job `.yaml` files are command files too: read once, above, unless that list was cut short)
+    read = _COMMAND_FILES if len(commands) < _MAX_FILES else ()
+    return any(text is _TOO_MANY or _SHARDING.search(text) for text in _texts_under(root, _SETTING_FILES, read))
 
 
 # a loader that drops DDP's `module.` prefix from the keys it reads: a quick test of the text,
@@ -397,22 +414,9 @@ def strips_module_prefix(root: Path) -> bool:
     """Whether some Python file under ``root`` drops the ``module.`` prefix of state-dict keys
     when it loads them: the project reads back what a wrapper's ``state_dict()`` saved. A tree
     too large to read whole counts as not known to."""
-    seen = 0
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
-        for name in files:
-            if not name.endswith(".py"):
-                continue
-            seen += 1
-            if seen > _MAX_FILES:
-                return False
-            path = Path(folder) / name
-            try:
-                if path.stat().st_size > _MAX_BYTES:
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            if _MENTIONS_MODULE_PREFIX.search(text) and _strips_module_prefix_in(text):
-                return True
+    for text in _texts_under(root, (".py",)):
+        if text is _TOO_MANY:
+            return False
+        if _MENTIONS_MODULE_PREFIX.search(text) and _strips_module_prefix_in(text):
+            return True
     return False

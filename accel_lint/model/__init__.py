@@ -1678,20 +1678,16 @@ class FileModel:
         return len(self.index.self_attribute_values.get((owner.name, flag.attr.value), ())) == 1
 
     def _under_flag(self, node: cst.CSTNode, key: str) -> bool:
-        """``node`` sits, in its function, where the flag whose source is ``key`` is true."""
-        child = node
-        for parent in self.index.ancestors(node):
-            if type(parent) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-                return False
-            if type(parent) in (cst.If, cst.IfExp) and child is parent.body:
-                test, conjuncts = parent.test, []
-                while type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-                    conjuncts.append(test.right)
-                    test = test.left
-                if any(self.code(c) == key for c in (test, *conjuncts)):
-                    return True
-            child = parent
-        return False
+        """``node`` sits, in its function, where the flag whose source is ``key`` is true: in the
+        arm of an ``if`` (or conditional expression) whose test is the flag or an ``and`` of it."""
+        def holds(test: cst.BaseExpression) -> bool | None:
+            conjuncts = []
+            while type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+                conjuncts.append(test.right)
+                test = test.left
+            return True if any(self.code(c) == key for c in (test, *conjuncts)) else None
+
+        return self._in_arm_where(node, holds)
 
     def _only_called_under_flag(self, node: cst.CSTNode, key: str) -> bool:
         scope = self.scope_of(node)

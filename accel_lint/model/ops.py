@@ -657,7 +657,7 @@ def _always_exits(stmts) -> bool:
     return False
 
 
-def _leaves_loop(stmts) -> bool:
+def _leaves_loop(stmts, index: FileIndex) -> bool:
     """A ``break`` or ``return`` among the simple statements of a block, or in a branch of the
     ``if`` that ends it (``if early_stop_counter >= patience: break`` as the last statement of
     the main process's block): the block may leave the loop, with nothing after the exit."""
@@ -666,27 +666,15 @@ def _leaves_loop(stmts) -> bool:
            if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body):
         return True
     last = stmts[-1] if stmts else None
-    if type(last) is not cst.If or _calls_anything(last.test):
+    if type(last) is not cst.If or any(type(node) is cst.Call for node in index.walk(last.test)):
         # (a test that calls, `accelerator.check_trigger()` say, may itself be the collective
         # the other ranks miss: reported there, one cause, one finding)
         return False
-    if _leaves_loop(last.body.body):
+    if _leaves_loop(last.body.body, index):
         return True
     if type(last.orelse) is cst.If:
-        return _leaves_loop([last.orelse])
-    return last.orelse is not None and _leaves_loop(last.orelse.body.body)
-
-
-def _calls_anything(expr: cst.BaseExpression) -> bool:
-    found: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> bool:
-            found.append(node)
-            return False
-
-    expr.visit(_Calls())
-    return bool(found)
+        return _leaves_loop([last.orelse], index)
+    return last.orelse is not None and _leaves_loop(last.orelse.body.body, index)
 
 
 def _first_op(items: list[Item]) -> Op | None:
@@ -909,7 +897,9 @@ class _Walker:
         then, other = self._branches(last)
         value = self.a.ranks.evaluate(last.test, self.cls)
         # (UNIFORM: this class's ranks agree, but whether they leave is unknown: they may)
-        taken = (_leaves_loop(then) and value is not False) or (bool(other) and _leaves_loop(other) and value is not True)
+        index = self.a.index
+        taken = (_leaves_loop(then, index) and value is not False) or (
+            bool(other) and _leaves_loop(other, index) and value is not True)
         first = _first_op(body)
         if not taken or first is None:
             return []

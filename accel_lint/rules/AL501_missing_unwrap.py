@@ -6,6 +6,7 @@ import libcst as cst
 
 from ..model import NO, YES, FileModel
 from ..model.names import dotted_name
+from ._examples import FLAG_GATED_ACCELERATOR
 from .base import Finding, Fix, Rule
 
 # nn.Module API (and DistributedDataParallel's own attributes) that the wrapper forwards or has
@@ -155,33 +156,7 @@ class MissingUnwrap(Rule):
     summary = "a model attribute is used on the wrapper `prepare` returned; unwrap it first"
 
     VALID = [
-        # a flag bound once decides whether an accelerator is built at all: where it is false
-        # (the `else:` arm, the conditional expression's other side) nothing was prepared
-        """\
-        import torch
-        from accelerate import Accelerator
-        class Trainer:
-            def __init__(self, args, model):
-                self.use_accelerator = args.use_accelerator
-                self.model = model
-                self.optimizer = torch.optim.AdamW(model.parameters())
-                if self.use_accelerator:
-                    self.setup_accelerator()
-                    self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)
-            def setup_accelerator(self):
-                self.accelerator = Accelerator(gradient_accumulation_steps=2)
-            def step(self, batch):
-                loss = self.model(batch).sum()
-                if self.use_accelerator:
-                    self.accelerator.backward(loss)
-                else:
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-                self.optimizer.step()
-            def save(self, path):
-                weights = self.accelerator.get_state_dict(self.model) if self.use_accelerator else self.model.state_dict()
-                torch.save(weights, path)
-        """,
+        FLAG_GATED_ACCELERATOR,
         # the best weights kept in memory and loaded back into the same wrapper: the keys match
         """\
         import copy
